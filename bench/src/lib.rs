@@ -1,0 +1,1 @@
+//! Benchmarks: load generators and comparisons against peers.

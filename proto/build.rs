@@ -1,0 +1,21 @@
+//! Generates the Zerobus v1 tonic/prost code with the protoc binary that
+//! `protoc-bin-vendored` ships, so a fresh machine needs no system protoc.
+
+use std::path::PathBuf;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let protoc = protoc_bin_vendored::protoc_bin_path()?;
+    // SAFETY: build scripts are single-threaded; nothing else reads the environment concurrently.
+    unsafe { std::env::set_var("PROTOC", protoc) };
+    let include = protoc_bin_vendored::include_path()?;
+    println!("cargo:rerun-if-changed=proto/zerobus.proto");
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(true)
+        .bytes(".")
+        .compile_protos(
+            &[PathBuf::from("proto/zerobus.proto")],
+            &[PathBuf::from("proto"), include],
+        )?;
+    Ok(())
+}

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Runs every test of Sluice. On a fresh machine it first installs what the tests
+# need (idempotent: a second run skips what is already there):
+#   - a Python virtualenv (.venv) with the official Python Zerobus SDK,
+#     deltalake, polars and pytest (tests/python/requirements.txt);
+# then builds and runs the Rust tests (unit, property and integration tests,
+# the integration tests drive real `sluice` processes with the official Rust
+# SDK) and the Python SDK tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+venv=.venv
+requirements=tests/python/requirements.txt
+if [ ! -x "$venv/bin/python" ]; then
+  python3 -m venv "$venv"
+fi
+stamp="$venv/.requirements.sha256"
+want=$(sha256sum "$requirements" | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]; then
+  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
+  echo "$want" > "$stamp"
+fi
+
+cargo test --workspace --locked
+
+SLUICE_BIN="$PWD/target/debug/sluice" "$venv/bin/python" -m pytest -q tests/python

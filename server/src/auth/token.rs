@@ -1,0 +1,200 @@
+//! Access tokens: HS256 JSON Web Tokens signed with a key kept in the catalog.
+//!
+//! Layout: `base64url(header).base64url(claims).base64url(hmac_sha256)`, with
+//! header `{"alg":"HS256","typ":"JWT","kid":...}`. The `kid` picks the key, so
+//! a rotated-out key keeps verifying tokens still in their lifetime.
+
+use std::time::Duration;
+
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::Engine as _;
+use hmac::{Hmac, Mac};
+use rand::RngCore;
+use serde::{Deserialize, Serialize};
+use sha2::Sha256;
+
+use crate::catalog::{now_millis, Catalog, SigningKey};
+use crate::error::{Result, ServerError};
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// What a token grants.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Claims {
+    /// Client id of the principal.
+    pub sub: String,
+    /// Issued at, seconds since the epoch.
+    pub iat: i64,
+    /// Expiry, seconds since the epoch.
+    pub exp: i64,
+    /// Tables this token may write (lower-case full names); `*` means all.
+    pub tables: Vec<String>,
+    /// Whether the token may manage the catalog.
+    pub admin: bool,
+}
+
+impl Claims {
+    /// Whether the token covers writes to `table`.
+    pub fn allows_table(&self, table: &str) -> bool {
+        let table = table.to_ascii_lowercase();
+        self.tables.iter().any(|t| t == "*" || *t == table)
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct Header {
+    alg: String,
+    typ: String,
+    kid: String,
+}
+
+/// Signs and verifies tokens.
+pub struct TokenSigner {
+    keys: Vec<(String, Vec<u8>)>,
+    ttl: Duration,
+}
+
+impl TokenSigner {
+    /// Loads the catalog's keys, creating the first one if there is none.
+    pub fn load_or_create(catalog: &Catalog, ttl: Duration) -> Result<TokenSigner> {
+        let mut stored = catalog.signing_keys()?;
+        if stored.is_empty() {
+            let mut secret = [0u8; 32];
+            rand::rng().fill_bytes(&mut secret);
+            let key = SigningKey {
+                kid: uuid::Uuid::new_v4().simple().to_string(),
+                secret: STANDARD.encode(secret),
+                created_at: now_millis(),
+            };
+            catalog.add_signing_key(key.clone())?;
+            stored.push(key);
+        }
+        let mut keys = Vec::with_capacity(stored.len());
+        for k in stored {
+            let secret = STANDARD
+                .decode(&k.secret)
+                .map_err(|e| ServerError::Internal(format!("signing key {}: {e}", k.kid)))?;
+            keys.push((k.kid, secret));
+        }
+        Ok(TokenSigner { keys, ttl })
+    }
+
+    /// Lifetime of new tokens.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// Issues a token for `sub` with the given grants.
+    pub fn issue(&self, sub: &str, tables: Vec<String>, admin: bool) -> Result<String> {
+        let (kid, key) = self
+            .keys
+            .last()
+            .ok_or_else(|| ServerError::Internal("no signing key".into()))?;
+        let now = now_millis() / 1000;
+        let claims = Claims {
+            sub: sub.to_string(),
+            iat: now,
+            exp: now + self.ttl.as_secs() as i64,
+            tables,
+            admin,
+        };
+        let header = Header {
+            alg: "HS256".into(),
+            typ: "JWT".into(),
+            kid: kid.clone(),
+        };
+        let signing_input = format!("{}.{}", b64_json(&header)?, b64_json(&claims)?);
+        let sig = mac(key, signing_input.as_bytes())?;
+        Ok(format!("{signing_input}.{}", URL_SAFE_NO_PAD.encode(sig)))
+    }
+
+    /// Verifies a token's signature and expiry; returns its claims.
+    pub fn verify(&self, token: &str) -> Result<Claims> {
+        let malformed = || ServerError::Unauthenticated("malformed access token".into());
+        let mut parts = token.split('.');
+        let (h, c, s) = match (parts.next(), parts.next(), parts.next(), parts.next()) {
+            (Some(h), Some(c), Some(s), None) => (h, c, s),
+            _ => return Err(malformed()),
+        };
+        let header: Header = decode_json(h).ok_or_else(malformed)?;
+        if header.alg != "HS256" {
+            return Err(malformed());
+        }
+        let (_, key) = self
+            .keys
+            .iter()
+            .find(|(kid, _)| *kid == header.kid)
+            .ok_or_else(|| {
+                ServerError::Unauthenticated("access token signed with an unknown key".into())
+            })?;
+        let sig = URL_SAFE_NO_PAD.decode(s).map_err(|_| malformed())?;
+        let mut m = HmacSha256::new_from_slice(key)
+            .map_err(|e| ServerError::Internal(format!("hmac key: {e}")))?;
+        m.update(h.as_bytes());
+        m.update(b".");
+        m.update(c.as_bytes());
+        m.verify_slice(&sig).map_err(|_| {
+            ServerError::Unauthenticated("access token signature is invalid".into())
+        })?;
+        let claims: Claims = decode_json(c).ok_or_else(malformed)?;
+        if claims.exp <= now_millis() / 1000 {
+            return Err(ServerError::Unauthenticated(
+                "access token expired; request a new one from /oidc/v1/token".into(),
+            ));
+        }
+        Ok(claims)
+    }
+}
+
+fn mac(key: &[u8], input: &[u8]) -> Result<Vec<u8>> {
+    let mut m =
+        HmacSha256::new_from_slice(key).map_err(|e| ServerError::Internal(format!("hmac: {e}")))?;
+    m.update(input);
+    Ok(m.finalize().into_bytes().to_vec())
+}
+
+fn b64_json<T: Serialize>(value: &T) -> Result<String> {
+    let bytes = serde_json::to_vec(value)
+        .map_err(|e| ServerError::Internal(format!("encoding token: {e}")))?;
+    Ok(URL_SAFE_NO_PAD.encode(bytes))
+}
+
+fn decode_json<T: for<'de> Deserialize<'de>>(part: &str) -> Option<T> {
+    let bytes = URL_SAFE_NO_PAD.decode(part).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn signer() -> (tempfile::TempDir, TokenSigner) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let catalog = Catalog::open(dir.path()).expect("catalog");
+        let s = TokenSigner::load_or_create(&catalog, Duration::from_secs(600)).expect("signer");
+        (dir, s)
+    }
+
+    #[test]
+    fn an_issued_token_verifies_with_its_claims() {
+        let (_d, s) = signer();
+        let t = s.issue("me", vec!["a.b.c".into()], false).expect("issue");
+        let c = s.verify(&t).expect("verify");
+        assert_eq!(c.sub, "me");
+        assert!(c.allows_table("A.B.C"));
+        assert!(!c.allows_table("a.b.d"));
+    }
+
+    #[test]
+    fn a_tampered_token_is_refused() {
+        let (_d, s) = signer();
+        let t = s.issue("me", vec!["a.b.c".into()], false).expect("issue");
+        let mut parts: Vec<&str> = t.split('.').collect();
+        let forged = URL_SAFE_NO_PAD
+            .encode(br#"{"sub":"me","iat":0,"exp":99999999999,"tables":["*"],"admin":true}"#);
+        parts[1] = &forged;
+        let err = s.verify(&parts.join(".")).expect_err("forged");
+        assert!(err.to_string().contains("signature"), "{err}");
+        assert!(s.verify("not-a-token").is_err());
+    }
+}

@@ -1,0 +1,221 @@
+//! The embedded catalog: tables, principals and token-signing keys of a
+//! single-node pod, kept in one JSON file in the data directory.
+//!
+//! Every change is written to a temporary file, fsync'd and renamed over the
+//! old one, so a crash leaves either the old or the new catalog, never a torn
+//! one. The in-memory copy behind a mutex is the one the server reads.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+use sluice_zeroparser::TableSchema;
+
+use crate::error::{Result, ServerError};
+
+const CATALOG_FILE: &str = "catalog.json";
+
+/// A registered table.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TableEntry {
+    /// `catalog.schema.table`, lower case.
+    pub full_name: String,
+    /// Canonical column list (`TableSchema::to_sql`).
+    pub columns: String,
+    /// URL of the Delta table.
+    pub storage_location: String,
+    /// Stable id of the table.
+    pub table_id: String,
+    /// Creation time, milliseconds since the epoch.
+    pub created_at: i64,
+}
+
+impl TableEntry {
+    /// The parsed schema.
+    pub fn schema(&self) -> Result<TableSchema> {
+        TableSchema::parse(&self.columns).map_err(|e| {
+            ServerError::Internal(format!(
+                "stored schema of {} unreadable: {e}",
+                self.full_name
+            ))
+        })
+    }
+}
+
+/// A client that can obtain tokens.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PrincipalEntry {
+    /// OAuth client id.
+    pub client_id: String,
+    /// Display name.
+    pub name: String,
+    /// Hex salt for the secret hash.
+    pub salt: String,
+    /// Hex SHA-256 of salt ‖ secret; the secret itself is never stored.
+    pub secret_hash: String,
+    /// Admins may do everything.
+    pub admin: bool,
+}
+
+/// A key that signs access tokens.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SigningKey {
+    /// Key id, carried in the token header.
+    pub kid: String,
+    /// Base64 of the 32-byte HMAC key.
+    pub secret: String,
+    /// Creation time, milliseconds since the epoch.
+    pub created_at: i64,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct CatalogState {
+    #[serde(default)]
+    tables: BTreeMap<String, TableEntry>,
+    #[serde(default)]
+    principals: BTreeMap<String, PrincipalEntry>,
+    #[serde(default)]
+    signing_keys: Vec<SigningKey>,
+}
+
+/// The catalog of one pod.
+pub struct Catalog {
+    path: PathBuf,
+    state: Mutex<CatalogState>,
+}
+
+impl Catalog {
+    /// Opens (or creates) the catalog in `data_dir`.
+    pub fn open(data_dir: &Path) -> Result<Catalog> {
+        let path = data_dir.join(CATALOG_FILE);
+        let state = match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+                ServerError::Internal(format!("catalog {} is unreadable: {e}", path.display()))
+            })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => CatalogState::default(),
+            Err(e) => return Err(ServerError::io(format!("reading {}", path.display()), e)),
+        };
+        Ok(Catalog {
+            path,
+            state: Mutex::new(state),
+        })
+    }
+
+    fn update<T>(&self, f: impl FnOnce(&mut CatalogState) -> Result<T>) -> Result<T> {
+        let mut guard = self
+            .state
+            .lock()
+            .map_err(|_| ServerError::Internal("catalog lock poisoned".into()))?;
+        let mut next = guard.clone();
+        let out = f(&mut next)?;
+        persist(&self.path, &next)?;
+        *guard = next;
+        Ok(out)
+    }
+
+    fn read<T>(&self, f: impl FnOnce(&CatalogState) -> T) -> Result<T> {
+        let guard = self
+            .state
+            .lock()
+            .map_err(|_| ServerError::Internal("catalog lock poisoned".into()))?;
+        Ok(f(&guard))
+    }
+
+    /// Registers a new table; fails if the name is taken.
+    pub fn create_table(&self, entry: TableEntry) -> Result<TableEntry> {
+        self.update(|s| {
+            if s.tables.contains_key(&entry.full_name) {
+                return Err(ServerError::AlreadyExists(format!(
+                    "table {} already exists",
+                    entry.full_name
+                )));
+            }
+            s.tables.insert(entry.full_name.clone(), entry.clone());
+            Ok(entry)
+        })
+    }
+
+    /// Looks a table up by its full name (case-insensitive).
+    pub fn table(&self, full_name: &str) -> Result<Option<TableEntry>> {
+        let key = full_name.to_ascii_lowercase();
+        self.read(|s| s.tables.get(&key).cloned())
+    }
+
+    /// All tables, ordered by name.
+    pub fn tables(&self) -> Result<Vec<TableEntry>> {
+        self.read(|s| s.tables.values().cloned().collect())
+    }
+
+    /// Removes a table; returns the removed entry.
+    pub fn drop_table(&self, full_name: &str) -> Result<TableEntry> {
+        let key = full_name.to_ascii_lowercase();
+        self.update(|s| {
+            s.tables
+                .remove(&key)
+                .ok_or_else(|| ServerError::NotFound(format!("table {key} does not exist")))
+        })
+    }
+
+    /// Adds a principal; fails if the client id is taken.
+    pub fn add_principal(&self, p: PrincipalEntry) -> Result<()> {
+        self.update(|s| {
+            if s.principals.contains_key(&p.client_id) {
+                return Err(ServerError::AlreadyExists(format!(
+                    "principal {} already exists",
+                    p.client_id
+                )));
+            }
+            s.principals.insert(p.client_id.clone(), p);
+            Ok(())
+        })
+    }
+
+    /// Looks a principal up by client id.
+    pub fn principal(&self, client_id: &str) -> Result<Option<PrincipalEntry>> {
+        self.read(|s| s.principals.get(client_id).cloned())
+    }
+
+    /// Whether any principal exists yet.
+    pub fn has_principals(&self) -> Result<bool> {
+        self.read(|s| !s.principals.is_empty())
+    }
+
+    /// The signing keys, newest last.
+    pub fn signing_keys(&self) -> Result<Vec<SigningKey>> {
+        self.read(|s| s.signing_keys.clone())
+    }
+
+    /// Adds a signing key (it becomes the one that signs).
+    pub fn add_signing_key(&self, key: SigningKey) -> Result<()> {
+        self.update(|s| {
+            s.signing_keys.push(key);
+            Ok(())
+        })
+    }
+}
+
+fn persist(path: &Path, state: &CatalogState) -> Result<()> {
+    let bytes = serde_json::to_vec_pretty(state)
+        .map_err(|e| ServerError::Internal(format!("encoding catalog: {e}")))?;
+    let tmp = path.with_extension("json.tmp");
+    let ctx = |what: &str| format!("{what} {}", tmp.display());
+    let mut file = std::fs::File::create(&tmp).map_err(|e| ServerError::io(ctx("creating"), e))?;
+    file.write_all(&bytes)
+        .map_err(|e| ServerError::io(ctx("writing"), e))?;
+    file.sync_all()
+        .map_err(|e| ServerError::io(ctx("syncing"), e))?;
+    std::fs::rename(&tmp, path).map_err(|e| ServerError::io(ctx("renaming"), e))?;
+    if let Some(dir) = path.parent() {
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| ServerError::io(format!("syncing {}", dir.display()), e))?;
+    }
+    Ok(())
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_millis() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}

@@ -1,0 +1,115 @@
+//! Configuration of a pod (`sluice serve`): every knob with its default, and
+//! the checks that reject nonsense before anything starts.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::error::{Result, ServerError};
+
+/// Default listen address: loopback, so a fresh `sluice serve` is not exposed.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:50051";
+/// Default data directory (WAL, catalog) relative to the working directory.
+pub const DEFAULT_DATA_DIR: &str = "sluice-data";
+
+/// How producers and the CLI must authenticate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AuthMode {
+    /// OAuth2 client credentials → signed bearer tokens (default).
+    OAuth,
+    /// No authentication at all; for local experiments only.
+    None,
+}
+
+/// Everything `sluice serve` needs to run.
+#[derive(Clone, Debug)]
+pub struct ServeConfig {
+    /// Directory for the WAL, the catalog and the admin credentials.
+    /// Default: `./sluice-data`.
+    pub data_dir: PathBuf,
+    /// Address for gRPC and HTTP (one port). Default: `127.0.0.1:50051`.
+    pub listen: SocketAddr,
+    /// Where Delta tables live: a local path or `file://` URL.
+    /// Default: `<data-dir>/warehouse`.
+    pub warehouse: Option<String>,
+    /// A table's memtable is committed at most this long after its first
+    /// record arrived. Default: 1 s.
+    pub flush_interval: Duration,
+    /// ... or as soon as it holds this many bytes of Arrow data. Default: 64 MiB.
+    pub flush_bytes: usize,
+    /// Authentication mode. Default: OAuth.
+    pub auth: AuthMode,
+    /// `ID:SECRET` of the admin principal to create on first start.
+    /// Default: a generated one, printed once and stored in the data dir.
+    pub bootstrap_principal: Option<(String, String)>,
+    /// Lifetime of issued access tokens. Default: 1 h.
+    pub token_ttl: Duration,
+    /// Largest gRPC message accepted (the official SDKs assume 10 MiB
+    /// records). Default: 16 MiB.
+    pub max_message_bytes: usize,
+    /// fdatasync the WAL before acking (the only safe choice). Default: true.
+    pub wal_fsync: bool,
+}
+
+impl ServeConfig {
+    /// The defaults of an embedded single-node pod rooted at `data_dir`.
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        ServeConfig {
+            data_dir: data_dir.into(),
+            listen: DEFAULT_LISTEN
+                .parse()
+                .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 50051))),
+            warehouse: None,
+            flush_interval: Duration::from_secs(1),
+            flush_bytes: 64 << 20,
+            auth: AuthMode::OAuth,
+            bootstrap_principal: None,
+            token_ttl: Duration::from_secs(3600),
+            max_message_bytes: 16 << 20,
+            wal_fsync: true,
+        }
+    }
+
+    /// Rejects settings that cannot work.
+    pub fn sanitize(&self) -> Result<()> {
+        if self.flush_interval.is_zero() {
+            return Err(ServerError::Config("--flush-interval must be > 0".into()));
+        }
+        if self.flush_bytes < 1024 {
+            return Err(ServerError::Config("--flush-bytes must be >= 1 KiB".into()));
+        }
+        if self.token_ttl < Duration::from_secs(60) {
+            return Err(ServerError::Config("token lifetime must be >= 60 s".into()));
+        }
+        if let Some((id, secret)) = &self.bootstrap_principal {
+            if id.is_empty() || secret.len() < 8 {
+                return Err(ServerError::Config(
+                    "bootstrap principal needs a non-empty id and a secret of >= 8 characters"
+                        .into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Parses `ID:SECRET`.
+pub fn parse_principal(text: &str) -> std::result::Result<(String, String), String> {
+    match text.split_once(':') {
+        Some((id, secret)) if !id.is_empty() && !secret.is_empty() => {
+            Ok((id.to_string(), secret.to_string()))
+        }
+        _ => Err("expected ID:SECRET".into()),
+    }
+}
+
+/// Parses `oauth` or `none`.
+pub fn parse_auth(text: &str) -> std::result::Result<AuthMode, String> {
+    match text.to_ascii_lowercase().as_str() {
+        "oauth" => Ok(AuthMode::OAuth),
+        "none" => Ok(AuthMode::None),
+        other => Err(format!(
+            "unknown auth mode `{other}` (expected oauth or none)"
+        )),
+    }
+}

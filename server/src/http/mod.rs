@@ -1,0 +1,63 @@
+//! The HTTP side of the pod's one port: the Unity-Catalog-shaped tables API,
+//! the OAuth token endpoint, health and Prometheus metrics.
+
+mod tables;
+mod uc;
+
+pub use uc::{column_infos, table_info, ColumnInfo, TableInfo};
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::routing::{get, post};
+use axum::Router;
+
+use crate::pod::Pod;
+
+/// The HTTP routes of a pod.
+pub fn router(pod: Arc<Pod>) -> Router {
+    let token = Router::new()
+        .route("/oidc/v1/token", post(crate::auth::token_endpoint))
+        .with_state(pod.auth.clone());
+    Router::new()
+        .route(
+            "/api/2.1/unity-catalog/tables",
+            get(tables::list).post(tables::create),
+        )
+        .route(
+            "/api/2.1/unity-catalog/tables/{full_name}",
+            get(tables::get).delete(tables::delete),
+        )
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics_text))
+        .with_state(pod)
+        .merge(token)
+}
+
+async fn healthz() -> &'static str {
+    "ok"
+}
+
+async fn readyz(State(pod): State<Arc<Pod>>) -> impl IntoResponse {
+    if pod.is_shutting_down() {
+        (StatusCode::SERVICE_UNAVAILABLE, "shutting down")
+    } else {
+        (StatusCode::OK, "ready")
+    }
+}
+
+async fn metrics_text(State(pod): State<Arc<Pod>>) -> impl IntoResponse {
+    metrics::gauge!("sluice_wal_durable_lsn").set(pod.wal.durable_lsn() as f64);
+    let memtable: usize = pod.sinks.all().iter().map(|s| s.memtable_bytes()).sum();
+    metrics::gauge!("sluice_memtable_bytes").set(memtable as f64);
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
+        crate::metrics_export::render(),
+    )
+}

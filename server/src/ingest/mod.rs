@@ -1,0 +1,7 @@
+//! The Zerobus gRPC service: stream set-up, per-stream ingest loops, acks.
+
+mod open;
+mod service;
+mod stream;
+
+pub use service::IngestService;

@@ -1,0 +1,439 @@
+//! One producer stream: read requests, parse and validate them, log them,
+//! append them to the table's memtable, and send cumulative durability acks.
+//!
+//! Requests that are already waiting in the HTTP/2 buffer are taken as one
+//! run: parsed into the stream's reusable builder, logged as one WAL frame
+//! and appended as one Arrow batch. If a request in the run is bad, the valid
+//! requests before it are still logged and acked, then the stream ends with
+//! the bad request's status. Back-pressure: the stream is not read while the
+//! WAL's queue is full (`reserve` waits), so HTTP/2 flow control pushes back.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::FutureExt;
+use sluice_proto::{
+    ephemeral_stream_request, ephemeral_stream_response, ingest_record_batch_request,
+    ingest_record_request, CloseStreamSignal, CreateIngestStreamResponse, EphemeralStreamRequest,
+    EphemeralStreamResponse, IngestRecordResponse,
+};
+use sluice_wal::{DurableState, Lsn};
+use sluice_zeroparser::RecordBatchBuilder;
+use tokio::sync::{mpsc, watch};
+use tonic::{Status, Streaming};
+
+use super::open::{open_stream, OpenedStream};
+use crate::auth::Caller;
+use crate::error::{Result, ServerError};
+use crate::frames::{encode_records, RecordFormat, KIND_RECORDS};
+use crate::pod::Pod;
+
+/// Most requests taken into one run.
+const MAX_RUN_REQUESTS: usize = 4096;
+/// Most record bytes taken into one run.
+const MAX_RUN_BYTES: usize = 8 << 20;
+
+type Tx = mpsc::Sender<Result<EphemeralStreamResponse, Status>>;
+
+fn response(payload: ephemeral_stream_response::Payload) -> EphemeralStreamResponse {
+    EphemeralStreamResponse {
+        payload: Some(payload),
+    }
+}
+
+/// Runs one stream to its end.
+pub async fn run_stream(
+    pod: Arc<Pod>,
+    caller: Caller,
+    header_table: Option<String>,
+    mut inbound: Streaming<EphemeralStreamRequest>,
+    tx: Tx,
+) {
+    let first = match inbound.message().await {
+        Ok(Some(m)) => m,
+        Ok(None) | Err(_) => return,
+    };
+    let create = match first.payload {
+        Some(ephemeral_stream_request::Payload::CreateStream(c)) => c,
+        _ => {
+            let _ = tx
+                .send(Err(Status::failed_precondition(
+                    "the first message of a stream must be create_stream",
+                )))
+                .await;
+            return;
+        }
+    };
+    let opened = match open_stream(&pod, &caller, header_table.as_deref(), create).await {
+        Ok(o) => o,
+        Err(e) => {
+            metrics::counter!("sluice_streams_rejected_total").increment(1);
+            let _ = tx.send(Err(e.to_status())).await;
+            return;
+        }
+    };
+    tracing::info!(stream_id = %opened.stream_id, table = opened.sink.name(), "stream opened");
+    metrics::gauge!("sluice_streams_open").increment(1.0);
+    let created = response(ephemeral_stream_response::Payload::CreateStreamResponse(
+        CreateIngestStreamResponse {
+            stream_id: Some(opened.stream_id.clone()),
+        },
+    ));
+    if tx.send(Ok(created)).await.is_ok() {
+        let mut state = StreamState::new(&pod, opened, tx);
+        let end = state.serve(&mut inbound).await;
+        state.finish(end).await;
+        pod.streams.closed(state.opened.key);
+        tracing::info!(stream_id = %state.opened.stream_id, "stream ended");
+    } else {
+        pod.streams.closed(opened.key);
+    }
+    metrics::gauge!("sluice_streams_open").decrement(1.0);
+}
+
+/// Why the read loop stopped.
+enum End {
+    /// The client finished sending: ack everything, then end OK.
+    ClientDone,
+    /// The client went away.
+    ClientGone,
+    /// The pod is shutting down: ack what is durable, then ask to reconnect.
+    Shutdown,
+    /// A request was bad (or the WAL failed): ack the valid prefix, then fail.
+    Failed(Status),
+}
+
+struct StreamState<'p> {
+    pod: &'p Pod,
+    opened: OpenedStream,
+    tx: Tx,
+    builder: RecordBatchBuilder,
+    durable: watch::Receiver<DurableState>,
+    /// `(frame end LSN, last offset in the frame)`, oldest first.
+    pending: VecDeque<(Lsn, i64)>,
+    next_offset: i64,
+}
+
+impl<'p> StreamState<'p> {
+    fn new(pod: &'p Pod, opened: OpenedStream, tx: Tx) -> Self {
+        let builder = RecordBatchBuilder::new(opened.sink.schema());
+        StreamState {
+            pod,
+            durable: pod.wal.subscribe(),
+            opened,
+            tx,
+            builder,
+            pending: VecDeque::new(),
+            next_offset: 0,
+        }
+    }
+
+    async fn serve(&mut self, inbound: &mut Streaming<EphemeralStreamRequest>) -> End {
+        let shutdown = self.pod.shutdown.clone();
+        loop {
+            if let Err(end) = self.send_durable_acks().await {
+                return end;
+            }
+            tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => return End::Shutdown,
+                changed = self.durable.changed() => {
+                    if changed.is_err() {
+                        return End::Failed(Status::unavailable("write-ahead log stopped"));
+                    }
+                }
+                message = inbound.message() => match message {
+                    Ok(Some(first)) => {
+                        let mut run = vec![first];
+                        let mut bytes = 0;
+                        while run.len() < MAX_RUN_REQUESTS && bytes < MAX_RUN_BYTES {
+                            match inbound.message().now_or_never() {
+                                Some(Ok(Some(m))) => {
+                                    bytes += request_bytes(&m);
+                                    run.push(m);
+                                }
+                                _ => break,
+                            }
+                        }
+                        if let Err(e) = self.process_run(run).await {
+                            return End::Failed(e.to_status());
+                        }
+                    }
+                    Ok(None) => return End::ClientDone,
+                    Err(_) => return End::ClientGone,
+                },
+            }
+        }
+    }
+
+    /// Sends one cumulative ack for everything now durable.
+    async fn send_durable_acks(&mut self) -> std::result::Result<(), End> {
+        let state = self.durable.borrow_and_update().clone();
+        if let Some(reason) = state.failed {
+            return Err(End::Failed(Status::unavailable(format!(
+                "write-ahead log failed on this pod ({reason}); records not acked must be resent"
+            ))));
+        }
+        let mut top = None;
+        while let Some(&(lsn, offset)) = self.pending.front() {
+            if lsn > state.durable {
+                break;
+            }
+            top = Some(offset);
+            self.pending.pop_front();
+        }
+        if let Some(offset) = top {
+            let ack = response(ephemeral_stream_response::Payload::IngestRecordResponse(
+                IngestRecordResponse {
+                    durability_ack_up_to_offset: Some(offset),
+                },
+            ));
+            if self.tx.send(Ok(ack)).await.is_err() {
+                return Err(End::ClientGone);
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits until every logged record is durable and acked.
+    async fn drain_acks(&mut self) -> std::result::Result<(), End> {
+        while !self.pending.is_empty() {
+            self.send_durable_acks().await?;
+            if self.pending.is_empty() {
+                break;
+            }
+            if self.durable.changed().await.is_err() {
+                return Err(End::Failed(Status::unavailable("write-ahead log stopped")));
+            }
+        }
+        Ok(())
+    }
+
+    async fn finish(&mut self, end: End) {
+        let end = match end {
+            End::ClientGone => return,
+            other => match self.drain_acks().await {
+                Ok(()) => other,
+                Err(e) => e,
+            },
+        };
+        match end {
+            End::ClientDone | End::ClientGone => {}
+            End::Shutdown => {
+                let close = response(ephemeral_stream_response::Payload::CloseStreamSignal(
+                    CloseStreamSignal {
+                        duration: Some(prost_types::Duration {
+                            seconds: 0,
+                            nanos: 0,
+                        }),
+                    },
+                ));
+                let _ = self.tx.send(Ok(close)).await;
+                let _ = self
+                    .tx
+                    .send(Err(Status::unavailable(
+                        "this pod is shutting down; reconnect to continue",
+                    )))
+                    .await;
+            }
+            End::Failed(status) => {
+                let _ = self.tx.send(Err(status)).await;
+            }
+        }
+    }
+
+    /// Parses, logs and appends one run of requests.
+    async fn process_run(&mut self, run: Vec<EphemeralStreamRequest>) -> Result<()> {
+        let mut records: Vec<(i64, Bytes)> = Vec::new();
+        let mut last_ok = None;
+        let mut rows_ok = 0;
+        let mut failure = None;
+        for request in run {
+            match self.parse_request(request, &mut records) {
+                Ok(offset) => {
+                    last_ok = Some(offset);
+                    rows_ok = self.builder.len();
+                    self.next_offset = offset + 1;
+                }
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
+            }
+        }
+        let batch = self.builder.finish();
+        if let Some(last_offset) = last_ok {
+            let batch = if batch.num_rows() > rows_ok {
+                batch.slice(0, rows_ok)
+            } else {
+                batch
+            };
+            let record_bytes: usize = records.iter().map(|(_, r)| r.len()).sum();
+            metrics::counter!("sluice_ingest_records_total").increment(records.len() as u64);
+            metrics::counter!("sluice_ingest_bytes_total").increment(record_bytes as u64);
+            let payload = encode_records(
+                self.opened.key,
+                records.iter().map(|(o, r)| (*o, r.as_ref())),
+            );
+            let reservation = self.pod.wal.reserve(payload.len()).await?;
+            let lsn = self.opened.sink.append(
+                &self.pod.wal,
+                reservation,
+                KIND_RECORDS,
+                payload,
+                Some(batch),
+            )?;
+            self.pod.streams.records_logged(self.opened.key, lsn);
+            self.pending.push_back((lsn, last_offset));
+        }
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    fn check_offset(&self, offset: Option<i64>, what: &str) -> Result<i64> {
+        let offset = offset.ok_or_else(|| {
+            ServerError::InvalidArgument(format!(
+                "{what} without offset_id (expected {})",
+                self.next_offset
+            ))
+        })?;
+        if offset != self.next_offset {
+            return Err(ServerError::InvalidArgument(format!(
+                "{what} has offset_id {offset}, expected {} (offsets must start at 0 and grow by 1)",
+                self.next_offset
+            )));
+        }
+        Ok(offset)
+    }
+
+    /// Validates one request, appends its rows to the builder and its raw
+    /// records to `records`; returns its offset.
+    fn parse_request(
+        &mut self,
+        request: EphemeralStreamRequest,
+        records: &mut Vec<(i64, Bytes)>,
+    ) -> Result<i64> {
+        use ephemeral_stream_request::Payload;
+        match request.payload {
+            Some(Payload::IngestRecord(r)) => {
+                let offset = self.check_offset(r.offset_id, "ingest_record")?;
+                use ingest_record_request::Record;
+                let record = match r.record {
+                    Some(Record::ProtoEncodedRecord(b)) => self.parse_proto(offset, None, b)?,
+                    Some(Record::JsonRecord(s)) => self.parse_json(offset, None, s)?,
+                    Some(Record::AvroEncodedRecord(_)) => return Err(avro_unsupported(offset)),
+                    None => {
+                        return Err(ServerError::InvalidArgument(format!(
+                            "ingest_record at offset {offset} carries no record"
+                        )))
+                    }
+                };
+                records.push((offset, record));
+                Ok(offset)
+            }
+            Some(Payload::IngestRecordBatch(b)) => {
+                let offset = self.check_offset(b.offset_id, "ingest_record_batch")?;
+                use ingest_record_batch_request::Batch;
+                let before = records.len();
+                match b.batch {
+                    Some(Batch::ProtoEncodedBatch(batch)) => {
+                        for (i, r) in batch.records.into_iter().enumerate() {
+                            let r = self.parse_proto(offset, Some(i), r)?;
+                            records.push((offset, r));
+                        }
+                    }
+                    Some(Batch::JsonBatch(batch)) => {
+                        for (i, r) in batch.records.into_iter().enumerate() {
+                            let r = self.parse_json(offset, Some(i), r)?;
+                            records.push((offset, r));
+                        }
+                    }
+                    Some(Batch::AvroBatch(_)) => return Err(avro_unsupported(offset)),
+                    None => {}
+                }
+                if records.len() == before {
+                    return Err(ServerError::InvalidArgument(format!(
+                        "ingest_record_batch at offset {offset} is empty"
+                    )));
+                }
+                Ok(offset)
+            }
+            Some(Payload::CreateStream(_)) => Err(ServerError::FailedPrecondition(
+                "create_stream sent twice on one stream".into(),
+            )),
+            None => Err(ServerError::InvalidArgument(
+                "request carries no payload".into(),
+            )),
+        }
+    }
+
+    fn parse_proto(&mut self, offset: i64, index: Option<usize>, record: Bytes) -> Result<Bytes> {
+        let plan = match (&self.opened.format, &self.opened.plan) {
+            (RecordFormat::Proto, Some(plan)) => plan,
+            _ => {
+                return Err(ServerError::InvalidArgument(format!(
+                    "{}: proto record on a JSON stream",
+                    place(offset, index)
+                )))
+            }
+        };
+        self.builder
+            .append_proto(plan, &record)
+            .map_err(|e| ServerError::InvalidArgument(format!("{}: {e}", place(offset, index))))?;
+        Ok(record)
+    }
+
+    fn parse_json(&mut self, offset: i64, index: Option<usize>, record: String) -> Result<Bytes> {
+        if self.opened.format != RecordFormat::Json {
+            return Err(ServerError::InvalidArgument(format!(
+                "{}: JSON record on a PROTO stream",
+                place(offset, index)
+            )));
+        }
+        self.builder
+            .append_json(&record)
+            .map_err(|e| ServerError::InvalidArgument(format!("{}: {e}", place(offset, index))))?;
+        Ok(Bytes::from(record.into_bytes()))
+    }
+}
+
+fn place(offset: i64, index: Option<usize>) -> String {
+    match index {
+        Some(i) => format!("record {i} of the batch at offset {offset}"),
+        None => format!("record at offset {offset}"),
+    }
+}
+
+fn avro_unsupported(offset: i64) -> ServerError {
+    ServerError::Unimplemented(format!(
+        "offset {offset}: AVRO records are not supported by Sluice yet"
+    ))
+}
+
+fn request_bytes(request: &EphemeralStreamRequest) -> usize {
+    use ephemeral_stream_request::Payload;
+    match &request.payload {
+        Some(Payload::IngestRecord(r)) => match &r.record {
+            Some(ingest_record_request::Record::ProtoEncodedRecord(b)) => b.len(),
+            Some(ingest_record_request::Record::JsonRecord(s)) => s.len(),
+            Some(ingest_record_request::Record::AvroEncodedRecord(b)) => b.len(),
+            None => 0,
+        },
+        Some(Payload::IngestRecordBatch(b)) => match &b.batch {
+            Some(ingest_record_batch_request::Batch::ProtoEncodedBatch(x)) => {
+                x.records.iter().map(|r| r.len()).sum()
+            }
+            Some(ingest_record_batch_request::Batch::JsonBatch(x)) => {
+                x.records.iter().map(|r| r.len()).sum()
+            }
+            Some(ingest_record_batch_request::Batch::AvroBatch(x)) => {
+                x.records.iter().map(|r| r.len()).sum()
+            }
+            None => 0,
+        },
+        _ => 0,
+    }
+}

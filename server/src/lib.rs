@@ -1,0 +1,30 @@
+//! The Sluice pod: Zerobus gRPC ingest, the catalog and its HTTP API, OAuth,
+//! memtables, the Delta sink and WAL replay. The `sluice` binary (`main.rs`)
+//! is a thin CLI over this library.
+//!
+//! Data path (see ARCHITECTURE.md): `ingest` validates and parses each run of
+//! requests with zeroparser, `sink::TableSink::append` logs the raw records to
+//! the WAL and adds the Arrow rows to the table's memtable under one lock,
+//! acks follow the WAL's durable position, and each table's flush task commits
+//! Parquet files plus a `txn (wal id, lsn)` action to Delta. At start-up,
+//! `recovery` replays what the Delta log does not cover yet.
+
+pub mod auth;
+pub mod catalog;
+pub mod cli;
+pub mod config;
+pub mod error;
+pub mod frames;
+pub mod http;
+pub mod ingest;
+pub mod metrics_export;
+pub mod pod;
+pub mod recovery;
+pub mod server;
+pub mod sink;
+pub mod streams;
+pub mod warehouse;
+
+pub use config::{AuthMode, ServeConfig};
+pub use error::{Result, ServerError};
+pub use server::{run, shutdown_signal};

@@ -1,0 +1,216 @@
+//! The pod: everything one `sluice serve` process owns (catalog, auth, WAL,
+//! sinks, streams) and its start-up sequence: open the catalog, create the
+//! admin principal on first start, open the WAL, open every table's Delta log
+//! to learn how far this WAL is committed, replay the rest, commit, serve.
+
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use sluice_wal::{Durability, Wal, WalOptions};
+use tokio::sync::Mutex as AsyncMutex;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::auth::{generate_secret, hash_secret, Authenticator};
+use crate::catalog::{Catalog, PrincipalEntry, TableEntry};
+use crate::config::{AuthMode, ServeConfig};
+use crate::error::{Result, ServerError};
+use crate::sink::{open_table, Sinks, TableSink};
+use crate::streams::StreamRegistry;
+use crate::warehouse::Warehouse;
+
+/// File in the data dir holding the generated admin credentials (mode 0600).
+pub const ADMIN_CREDENTIALS_FILE: &str = "admin-credentials";
+
+/// Everything a running pod owns.
+pub struct Pod {
+    /// Configuration it was started with.
+    pub config: ServeConfig,
+    /// Tables, principals, keys.
+    pub catalog: Arc<Catalog>,
+    /// Credential checks.
+    pub auth: Arc<Authenticator>,
+    /// The write-ahead log.
+    pub wal: Wal,
+    /// Table sinks.
+    pub sinks: Arc<Sinks>,
+    /// Streams with frames in the WAL.
+    pub streams: Arc<StreamRegistry>,
+    /// Where tables live.
+    pub warehouse: Warehouse,
+    /// Cancelled when the pod starts shutting down.
+    pub shutdown: CancellationToken,
+    /// The stream tasks, awaited at shutdown.
+    pub stream_tasks: TaskTracker,
+    /// Serializes catalog changes (create/drop).
+    pub ddl: AsyncMutex<()>,
+}
+
+impl Pod {
+    /// Starts a pod: recovery included, ready to serve when this returns.
+    pub async fn start(config: ServeConfig) -> Result<Arc<Pod>> {
+        config.sanitize()?;
+        std::fs::create_dir_all(&config.data_dir)
+            .map_err(|e| ServerError::io(format!("creating {}", config.data_dir.display()), e))?;
+        let catalog = Arc::new(Catalog::open(&config.data_dir)?);
+        if config.auth == AuthMode::OAuth {
+            bootstrap_admin(&catalog, &config)?;
+        } else {
+            tracing::warn!(
+                "AUTHENTICATION IS OFF (--auth none): anyone who can reach {} can write to every table",
+                config.listen
+            );
+        }
+        let auth = Arc::new(Authenticator::new(
+            config.auth,
+            catalog.clone(),
+            config.token_ttl,
+        )?);
+        let mut wal_options = WalOptions::new(config.data_dir.join("wal"));
+        wal_options.durability = if config.wal_fsync {
+            Durability::Fsync
+        } else {
+            Durability::UnsafeNoSync
+        };
+        let (wal, recovered) = Wal::open(wal_options)?;
+        tracing::info!(
+            wal_id = wal.id(),
+            start = recovered.start_lsn,
+            end = recovered.end_lsn,
+            segments = recovered.segments,
+            truncated_bytes = recovered.truncated_bytes,
+            "write-ahead log opened"
+        );
+        let warehouse = Warehouse::parse(
+            config.warehouse.as_deref(),
+            &config.data_dir.join("warehouse"),
+        )?;
+        let streams = Arc::new(StreamRegistry::default());
+        let sinks = Sinks::new(wal.clone(), config.flush_interval, streams.clone());
+        for entry in catalog.tables()? {
+            let sink = open_sink(&entry, wal.id(), config.flush_bytes).await?;
+            sinks.insert(Arc::new(sink))?;
+        }
+        let pod = Arc::new(Pod {
+            config,
+            catalog,
+            auth,
+            wal,
+            sinks,
+            streams,
+            warehouse,
+            shutdown: CancellationToken::new(),
+            stream_tasks: TaskTracker::new(),
+            ddl: AsyncMutex::new(()),
+        });
+        let replayed = crate::recovery::replay(&pod)?;
+        if replayed.rows > 0 {
+            tracing::info!(
+                rows = replayed.rows,
+                frames = replayed.frames,
+                "replayed WAL records not yet in Delta"
+            );
+        }
+        pod.sinks.flush_all().await?;
+        Ok(pod)
+    }
+
+    /// Whether shutdown has begun.
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutdown.is_cancelled()
+    }
+
+    /// Graceful stop: streams ack what is durable and end, every memtable is
+    /// committed, the WAL is closed.
+    pub async fn stop(&self) -> Result<()> {
+        self.shutdown.cancel();
+        self.stream_tasks.close();
+        self.stream_tasks.wait().await;
+        let rows = self.sinks.flush_all().await?;
+        self.sinks.stop().await;
+        self.wal.close()?;
+        tracing::info!(rows, "pod stopped; memtables committed");
+        Ok(())
+    }
+}
+
+/// Opens the Delta table of a catalog entry as a sink.
+pub async fn open_sink(entry: &TableEntry, wal_id: &str, flush_bytes: usize) -> Result<TableSink> {
+    let url = url::Url::parse(&entry.storage_location)
+        .map_err(|e| ServerError::Internal(format!("bad location of {}: {e}", entry.full_name)))?;
+    let (delta, committed) = open_table(&url, wal_id).await?;
+    Ok(TableSink::new(
+        entry.full_name.clone(),
+        entry.schema()?,
+        delta,
+        committed,
+        flush_bytes,
+    ))
+}
+
+fn bootstrap_admin(catalog: &Catalog, config: &ServeConfig) -> Result<()> {
+    if catalog.has_principals()? {
+        if config.bootstrap_principal.is_some() {
+            tracing::info!("principals exist already; --bootstrap-principal ignored");
+        }
+        return Ok(());
+    }
+    let (client_id, secret, generated) = match &config.bootstrap_principal {
+        Some((id, secret)) => (id.clone(), secret.clone(), false),
+        None => ("sluice-admin".to_string(), generate_secret(), true),
+    };
+    let (salt, secret_hash) = hash_secret(&secret);
+    catalog.add_principal(PrincipalEntry {
+        client_id: client_id.clone(),
+        name: "admin".into(),
+        salt,
+        secret_hash,
+        admin: true,
+    })?;
+    if generated {
+        let path = config.data_dir.join(ADMIN_CREDENTIALS_FILE);
+        write_private(
+            &path,
+            &format!("SLUICE_CLIENT_ID={client_id}\nSLUICE_CLIENT_SECRET={secret}\n"),
+        )?;
+        println!(
+            "Created admin principal (shown once; also stored in {}):\n  SLUICE_CLIENT_ID={client_id}\n  SLUICE_CLIENT_SECRET={secret}",
+            path.display()
+        );
+    } else {
+        tracing::info!(client_id, "created bootstrap admin principal");
+    }
+    Ok(())
+}
+
+fn write_private(path: &Path, text: &str) -> Result<()> {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| ServerError::io(format!("creating {}", path.display()), e))?;
+    f.write_all(text.as_bytes())
+        .and_then(|_| f.sync_all())
+        .map_err(|e| ServerError::io(format!("writing {}", path.display()), e))
+}
+
+/// Reads `SLUICE_CLIENT_ID` / `SLUICE_CLIENT_SECRET` from an admin
+/// credentials file.
+pub fn read_admin_credentials(data_dir: &Path) -> Option<(String, String)> {
+    let text =
+        std::fs::read_to_string(PathBuf::from(data_dir).join(ADMIN_CREDENTIALS_FILE)).ok()?;
+    let mut id = None;
+    let mut secret = None;
+    for line in text.lines() {
+        if let Some(v) = line.strip_prefix("SLUICE_CLIENT_ID=") {
+            id = Some(v.trim().to_string());
+        } else if let Some(v) = line.strip_prefix("SLUICE_CLIENT_SECRET=") {
+            secret = Some(v.trim().to_string());
+        }
+    }
+    Some((id?, secret?))
+}

@@ -1,0 +1,120 @@
+//! Start-up replay: re-parse the WAL records that a table has not committed
+//! yet (frames ending after the table's txn version) into its memtable.
+//!
+//! Two passes over the log: the first collects stream-open frames (a stream's
+//! open frame may have been re-logged after some of its records), the second
+//! replays records frames. Replay never duplicates: a frame is replayed only
+//! if it ends after the table's committed position, and the next commit
+//! records the new position in the same atomic Delta commit as the rows.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use sluice_zeroparser::{ProtoPlan, RecordBatchBuilder};
+
+use crate::error::Result;
+use crate::frames::{decode_records, RecordFormat, StreamOpen, KIND_RECORDS, KIND_STREAM_OPEN};
+use crate::pod::Pod;
+
+/// What replay did.
+#[derive(Debug, Default)]
+pub struct ReplayReport {
+    /// Records frames replayed.
+    pub frames: usize,
+    /// Rows put back into memtables.
+    pub rows: usize,
+}
+
+struct ReplayStream {
+    open: StreamOpen,
+    payload: Arc<Vec<u8>>,
+    open_end_lsn: u64,
+    plan: Option<Option<ProtoPlan>>,
+}
+
+/// Replays uncommitted WAL records into the memtables.
+pub fn replay(pod: &Pod) -> Result<ReplayReport> {
+    let mut streams: HashMap<u64, ReplayStream> = HashMap::new();
+    for frame in pod.wal.read_from(0)? {
+        let frame = frame?;
+        if frame.kind == KIND_STREAM_OPEN {
+            let open = StreamOpen::decode(&frame.payload)?;
+            streams.insert(
+                open.stream_key,
+                ReplayStream {
+                    open,
+                    payload: Arc::new(frame.payload),
+                    open_end_lsn: frame.end_lsn,
+                    plan: None,
+                },
+            );
+        }
+    }
+    let mut report = ReplayReport::default();
+    let mut builders: HashMap<String, RecordBatchBuilder> = HashMap::new();
+    for frame in pod.wal.read_from(0)? {
+        let frame = frame?;
+        if frame.kind != KIND_RECORDS {
+            continue;
+        }
+        let records = decode_records(&frame.payload)?;
+        let Some(stream) = streams.get_mut(&records.stream_key) else {
+            tracing::error!(
+                lsn = frame.lsn,
+                "WAL records frame of unknown stream {}; skipped",
+                records.stream_key
+            );
+            continue;
+        };
+        let Some(sink) = pod.sinks.get(&stream.open.table) else {
+            continue; // table dropped
+        };
+        if frame.end_lsn <= sink.committed_lsn() {
+            continue;
+        }
+        let plan = stream.plan.get_or_insert_with(|| match stream.open.format {
+            RecordFormat::Json => None,
+            RecordFormat::Proto => match ProtoPlan::compile(&stream.open.descriptor, sink.schema())
+            {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    tracing::error!(
+                        table = sink.name(),
+                        "replay: descriptor no longer fits: {e}"
+                    );
+                    None
+                }
+            },
+        });
+        let builder = builders
+            .entry(sink.name().to_string())
+            .or_insert_with(|| RecordBatchBuilder::new(sink.schema()));
+        for (offset, record) in &records.records {
+            let result = match (stream.open.format, plan.as_ref()) {
+                (RecordFormat::Proto, Some(plan)) => builder.append_proto(plan, record),
+                (RecordFormat::Json, _) => match std::str::from_utf8(record) {
+                    Ok(text) => builder.append_json(text),
+                    Err(_) => continue,
+                },
+                (RecordFormat::Proto, None) => continue,
+            };
+            if let Err(e) = result {
+                tracing::error!(table = sink.name(), offset, "replay: record rejected: {e}");
+            }
+        }
+        let batch = builder.finish();
+        report.rows += batch.num_rows();
+        report.frames += 1;
+        sink.append_replayed(batch, frame.end_lsn)?;
+        pod.streams.register(
+            records.stream_key,
+            &stream.open.table,
+            stream.payload.clone(),
+            stream.open_end_lsn,
+            false,
+        );
+        pod.streams
+            .records_logged(records.stream_key, frame.end_lsn);
+    }
+    Ok(report)
+}

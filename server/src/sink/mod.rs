@@ -1,0 +1,172 @@
+//! The Delta sink: one [`TableSink`] per table, a flush task per table that
+//! commits on the flush interval or size threshold, and WAL truncation once
+//! every table has committed past a segment.
+//!
+//! Purge rule: let `P` be the WAL's durable position read first; for every
+//! table with rows waiting or in flight, `P = min(P, committed_lsn)`. Every
+//! frame ending at or below `P` is then in Delta (tables with nothing pending
+//! have committed all their frames), so segments wholly below `P` can go —
+//! after re-logging the stream-open frames that records above `P` still need.
+
+mod delta_schema;
+mod table_sink;
+
+pub use delta_schema::{delta_fields, delta_type};
+pub use table_sink::{open_table, FlushOutcome, SharedSink, TableSink};
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sluice_wal::{Lsn, Wal};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{Result, ServerError};
+use crate::streams::StreamRegistry;
+
+/// All table sinks of the pod.
+pub struct Sinks {
+    tables: Mutex<HashMap<String, SharedSink>>,
+    wal: Wal,
+    flush_interval: Duration,
+    streams: Arc<StreamRegistry>,
+    tasks: tokio_util::task::TaskTracker,
+    shutdown: CancellationToken,
+}
+
+impl Sinks {
+    /// An empty registry over `wal`.
+    pub fn new(wal: Wal, flush_interval: Duration, streams: Arc<StreamRegistry>) -> Arc<Sinks> {
+        Arc::new(Sinks {
+            tables: Mutex::new(HashMap::new()),
+            wal,
+            streams,
+            flush_interval,
+            tasks: tokio_util::task::TaskTracker::new(),
+            shutdown: CancellationToken::new(),
+        })
+    }
+
+    fn map(&self) -> Result<std::sync::MutexGuard<'_, HashMap<String, SharedSink>>> {
+        self.tables
+            .lock()
+            .map_err(|_| ServerError::Internal("sink registry poisoned".into()))
+    }
+
+    /// The sink of `table`, if registered.
+    pub fn get(&self, table: &str) -> Option<SharedSink> {
+        self.map().ok()?.get(&table.to_ascii_lowercase()).cloned()
+    }
+
+    /// All sinks.
+    pub fn all(&self) -> Vec<SharedSink> {
+        self.map()
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Registers a sink and starts its flush task.
+    pub fn insert(self: &Arc<Self>, sink: SharedSink) -> Result<()> {
+        self.map()?
+            .insert(sink.name().to_ascii_lowercase(), sink.clone());
+        let this = self.clone();
+        self.tasks.spawn(async move { this.flush_loop(sink).await });
+        Ok(())
+    }
+
+    /// Unregisters a sink (table dropped); its rows are discarded.
+    pub fn remove(&self, table: &str) -> Result<Option<SharedSink>> {
+        let removed = self.map()?.remove(&table.to_ascii_lowercase());
+        if let Some(s) = &removed {
+            s.mark_dropped();
+        }
+        Ok(removed)
+    }
+
+    async fn flush_loop(self: Arc<Self>, sink: SharedSink) {
+        let wal_id = self.wal.id().to_string();
+        loop {
+            if sink.is_dropped() {
+                return;
+            }
+            let due = match sink.due() {
+                Ok(d) => d,
+                Err(e) => {
+                    tracing::error!(table = sink.name(), "flush loop stopped: {e}");
+                    return;
+                }
+            };
+            match due {
+                None => {
+                    tokio::select! {
+                        _ = sink.wake.notified() => continue,
+                        _ = self.shutdown.cancelled() => return,
+                    }
+                }
+                Some((first, full)) => {
+                    let deadline = tokio::time::Instant::from_std(first + self.flush_interval);
+                    if !full && tokio::time::Instant::now() < deadline {
+                        tokio::select! {
+                            _ = tokio::time::sleep_until(deadline) => {}
+                            _ = sink.wake.notified() => continue,
+                            _ = self.shutdown.cancelled() => return,
+                        }
+                    }
+                    if let Err(e) = sink.flush(&self.wal, &wal_id).await {
+                        tracing::warn!(table = sink.name(), "flush failed, will retry: {e}");
+                        tokio::select! {
+                            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                            _ = self.shutdown.cancelled() => return,
+                        }
+                    } else if let Err(e) = self.purge().await {
+                        tracing::warn!("WAL purge failed: {e}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Commits every memtable now (used at shutdown and after replay).
+    pub async fn flush_all(&self) -> Result<usize> {
+        let wal_id = self.wal.id().to_string();
+        let mut rows = 0;
+        for sink in self.all() {
+            rows += sink.flush(&self.wal, &wal_id).await?.rows;
+        }
+        self.purge().await?;
+        Ok(rows)
+    }
+
+    /// The WAL position below which every frame is committed to Delta.
+    pub fn purge_point(&self) -> Result<Lsn> {
+        let mut point = self.wal.durable_lsn();
+        for sink in self.all() {
+            if sink.has_pending()? {
+                point = point.min(sink.committed_lsn());
+            }
+        }
+        Ok(point)
+    }
+
+    /// Deletes WAL segments that hold only committed frames.
+    pub async fn purge(&self) -> Result<usize> {
+        let point = self.purge_point()?;
+        let relogged = self
+            .streams
+            .relog_open_frames_below(&self.wal, point, |table| {
+                self.get(table).map(|s| s.committed_lsn())
+            })
+            .await?;
+        if let Some(lsn) = relogged {
+            self.wal.wait_durable(lsn).await?;
+        }
+        Ok(self.wal.purge_below(point)?)
+    }
+
+    /// Stops the flush tasks (after a final `flush_all`).
+    pub async fn stop(&self) {
+        self.shutdown.cancel();
+        self.tasks.close();
+        self.tasks.wait().await;
+    }
+}

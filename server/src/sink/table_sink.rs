@@ -1,0 +1,281 @@
+//! One table's memtable and its way into Delta.
+//!
+//! Streams append finished Arrow batches together with their WAL frame, under
+//! one lock, so the memtable always holds exactly the table's frames after
+//! `committed_lsn` (in LSN order) and `last_lsn` is the end of the newest.
+//! A flush freezes the memtable, waits until the WAL is durable up to
+//! `last_lsn` (so Delta never runs ahead of the log), writes Parquet (zstd)
+//! and commits the Add actions with a `txn` action `(wal id, last_lsn)`.
+//! On restart that txn version says where replay starts for this table.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use arrow_array::RecordBatch;
+use deltalake::kernel::transaction::CommitProperties;
+use deltalake::kernel::Transaction;
+use deltalake::parquet::basic::{Compression, ZstdLevel};
+use deltalake::parquet::file::properties::WriterProperties;
+use deltalake::writer::{DeltaWriter, RecordBatchWriter};
+use deltalake::DeltaTable;
+use sluice_wal::{Lsn, Reservation, Wal};
+use sluice_zeroparser::TableSchema;
+use tokio::sync::Notify;
+
+use crate::error::{Result, ServerError};
+
+/// Rows per Parquet row group written by a flush.
+const ROW_GROUP_ROWS: usize = 1 << 20;
+
+#[derive(Default)]
+struct Memtable {
+    batches: Vec<RecordBatch>,
+    rows: usize,
+    bytes: usize,
+    last_lsn: Lsn,
+    first_append: Option<Instant>,
+    flushing: bool,
+}
+
+/// The sink of one table.
+pub struct TableSink {
+    name: String,
+    schema: TableSchema,
+    memtable: Mutex<Memtable>,
+    delta: tokio::sync::Mutex<DeltaTable>,
+    committed_lsn: AtomicU64,
+    dropped: AtomicBool,
+    /// Woken when the memtable goes from empty to non-empty or grows past the
+    /// size threshold.
+    pub(crate) wake: Notify,
+    flush_bytes: usize,
+}
+
+/// What a flush did.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct FlushOutcome {
+    /// Rows committed.
+    pub rows: usize,
+    /// Delta version created, if any.
+    pub version: Option<i64>,
+}
+
+impl TableSink {
+    /// A sink over an opened Delta table whose data is committed up to
+    /// `committed_lsn` of this pod's WAL.
+    pub fn new(
+        name: String,
+        schema: TableSchema,
+        delta: DeltaTable,
+        committed_lsn: Lsn,
+        flush_bytes: usize,
+    ) -> TableSink {
+        TableSink {
+            name,
+            schema,
+            memtable: Mutex::new(Memtable::default()),
+            delta: tokio::sync::Mutex::new(delta),
+            committed_lsn: AtomicU64::new(committed_lsn),
+            dropped: AtomicBool::new(false),
+            wake: Notify::new(),
+            flush_bytes,
+        }
+    }
+
+    /// Full table name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The table schema.
+    pub fn schema(&self) -> &TableSchema {
+        &self.schema
+    }
+
+    /// WAL position up to which this table's frames are in Delta.
+    pub fn committed_lsn(&self) -> Lsn {
+        self.committed_lsn.load(Ordering::Acquire)
+    }
+
+    /// Marks the table dropped: appends fail, nothing more is committed.
+    pub fn mark_dropped(&self) {
+        self.dropped.store(true, Ordering::Release);
+        self.wake.notify_one();
+    }
+
+    /// Whether the table was dropped.
+    pub fn is_dropped(&self) -> bool {
+        self.dropped.load(Ordering::Acquire)
+    }
+
+    fn lock(&self) -> Result<MutexGuard<'_, Memtable>> {
+        self.memtable
+            .lock()
+            .map_err(|_| ServerError::Internal(format!("memtable of {} poisoned", self.name)))
+    }
+
+    /// Logs `payload` as one WAL frame and adds `batch` to the memtable,
+    /// atomically with respect to flushes. Returns the frame's end LSN.
+    pub fn append(
+        &self,
+        wal: &Wal,
+        reservation: Reservation,
+        kind: u8,
+        payload: Vec<u8>,
+        batch: Option<RecordBatch>,
+    ) -> Result<Lsn> {
+        if self.is_dropped() {
+            return Err(ServerError::NotFound(format!(
+                "table {} was dropped",
+                self.name
+            )));
+        }
+        let mut m = self.lock()?;
+        let lsn = wal.append(reservation, kind, payload)?;
+        if let Some(batch) = batch.filter(|b| b.num_rows() > 0) {
+            let was_empty = m.batches.is_empty();
+            m.rows += batch.num_rows();
+            m.bytes += batch.get_array_memory_size();
+            m.batches.push(batch);
+            m.last_lsn = lsn;
+            if was_empty {
+                m.first_append = Some(Instant::now());
+            }
+            if was_empty || m.bytes >= self.flush_bytes {
+                self.wake.notify_one();
+            }
+        }
+        Ok(lsn)
+    }
+
+    /// Adds replayed rows (already durable in the WAL) to the memtable.
+    pub fn append_replayed(&self, batch: RecordBatch, end_lsn: Lsn) -> Result<()> {
+        let mut m = self.lock()?;
+        if m.batches.is_empty() {
+            m.first_append = Some(Instant::now());
+        }
+        m.rows += batch.num_rows();
+        m.bytes += batch.get_array_memory_size();
+        m.batches.push(batch);
+        m.last_lsn = m.last_lsn.max(end_lsn);
+        Ok(())
+    }
+
+    /// When the memtable must be flushed (None: empty), and whether it is
+    /// already over the size threshold.
+    pub fn due(&self) -> Result<Option<(Instant, bool)>> {
+        let m = self.lock()?;
+        Ok(m.first_append.map(|t| (t, m.bytes >= self.flush_bytes)))
+    }
+
+    /// Whether rows are waiting or being committed.
+    pub fn has_pending(&self) -> Result<bool> {
+        let m = self.lock()?;
+        Ok(!m.batches.is_empty() || m.flushing)
+    }
+
+    /// Bytes of Arrow data waiting in the memtable.
+    pub fn memtable_bytes(&self) -> usize {
+        self.lock().map(|m| m.bytes).unwrap_or(0)
+    }
+
+    /// Commits everything in the memtable to Delta.
+    pub async fn flush(&self, wal: &Wal, wal_id: &str) -> Result<FlushOutcome> {
+        let mut delta = self.delta.lock().await;
+        let (batches, rows, last_lsn) = {
+            let mut m = self.lock()?;
+            if m.batches.is_empty() {
+                return Ok(FlushOutcome::default());
+            }
+            m.flushing = true;
+            let rows = m.rows;
+            m.rows = 0;
+            m.bytes = 0;
+            m.first_append = None;
+            (std::mem::take(&mut m.batches), rows, m.last_lsn)
+        };
+        if self.is_dropped() {
+            self.lock()?.flushing = false;
+            return Ok(FlushOutcome::default());
+        }
+        let started = Instant::now();
+        let result = async {
+            wal.wait_durable(last_lsn).await?;
+            commit(&mut delta, &batches, wal_id, last_lsn).await
+        }
+        .await;
+        let mut m = self.lock()?;
+        m.flushing = false;
+        match result {
+            Ok(version) => {
+                self.committed_lsn.store(last_lsn, Ordering::Release);
+                drop(m);
+                metrics::counter!("sluice_sink_rows_committed_total").increment(rows as u64);
+                metrics::counter!("sluice_sink_commits_total").increment(1);
+                metrics::histogram!("sluice_sink_commit_seconds")
+                    .record(started.elapsed().as_secs_f64());
+                tracing::debug!(table = %self.name, rows, version, last_lsn, "committed");
+                Ok(FlushOutcome {
+                    rows,
+                    version: Some(version),
+                })
+            }
+            Err(e) => {
+                // Put the rows back in front, in order, so the next flush retries them.
+                let newer = std::mem::replace(&mut m.batches, batches);
+                m.batches.extend(newer);
+                m.rows += rows;
+                m.bytes = m.batches.iter().map(|b| b.get_array_memory_size()).sum();
+                m.first_append.get_or_insert_with(Instant::now);
+                metrics::counter!("sluice_sink_commit_failures_total").increment(1);
+                Err(e)
+            }
+        }
+    }
+}
+
+async fn commit(
+    table: &mut DeltaTable,
+    batches: &[RecordBatch],
+    wal_id: &str,
+    last_lsn: Lsn,
+) -> Result<i64> {
+    let version = i64::try_from(last_lsn)
+        .map_err(|_| ServerError::Internal(format!("LSN {last_lsn} exceeds i64")))?;
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(
+            ZstdLevel::try_new(3).map_err(|e| ServerError::Internal(format!("zstd level: {e}")))?,
+        ))
+        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+        .build();
+    let mut writer = RecordBatchWriter::for_table(table)?
+        .with_writer_properties(props)
+        .with_commit_properties(
+            CommitProperties::default()
+                .with_application_transaction(Transaction::new(wal_id, version)),
+        );
+    let schema = batches
+        .first()
+        .map(|b| b.schema())
+        .ok_or_else(|| ServerError::Internal("flush of no batches".into()))?;
+    let combined = deltalake::arrow::compute::concat_batches(&schema, batches)
+        .map_err(|e| ServerError::Internal(format!("concatenating memtable batches: {e}")))?;
+    writer.write(combined).await?;
+    let committed = writer.flush_and_commit(table).await?;
+    i64::try_from(committed)
+        .map_err(|_| ServerError::Internal(format!("Delta version {committed} exceeds i64")))
+}
+
+/// Opens the Delta table at `url` and reads how far `wal_id` is committed.
+pub async fn open_table(url: &url::Url, wal_id: &str) -> Result<(DeltaTable, Lsn)> {
+    let table = deltalake::open_table(url.clone()).await?;
+    let version = table
+        .snapshot()?
+        .transaction_version(table.log_store().as_ref(), wal_id)
+        .await?;
+    Ok((table, version.map(|v| v.max(0) as Lsn).unwrap_or(0)))
+}
+
+/// Shared handle to a sink.
+pub type SharedSink = Arc<TableSink>;

@@ -1,0 +1,116 @@
+//! Which streams this pod's WAL knows, and where their stream-open frames are.
+//!
+//! Replay needs a stream's open frame (table, format, descriptor) to re-parse
+//! its raw records. A stream's entry lives while the stream is open or while
+//! its table has not committed its last record; before the WAL purges the
+//! segment holding a needed open frame, the frame is logged again.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use sluice_wal::{Lsn, Wal};
+
+use crate::error::{Result, ServerError};
+use crate::frames::KIND_STREAM_OPEN;
+
+struct Entry {
+    table: String,
+    payload: Arc<Vec<u8>>,
+    open_end_lsn: Lsn,
+    last_record_lsn: Lsn,
+    active: bool,
+}
+
+/// The registry of streams with frames in the WAL.
+#[derive(Default)]
+pub struct StreamRegistry {
+    entries: Mutex<HashMap<u64, Entry>>,
+}
+
+impl StreamRegistry {
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, HashMap<u64, Entry>>> {
+        self.entries
+            .lock()
+            .map_err(|_| ServerError::Internal("stream registry poisoned".into()))
+    }
+
+    /// Records a stream whose open frame ends at `open_end_lsn`.
+    pub fn register(
+        &self,
+        key: u64,
+        table: &str,
+        payload: Arc<Vec<u8>>,
+        open_end_lsn: Lsn,
+        active: bool,
+    ) {
+        if let Ok(mut m) = self.lock() {
+            m.insert(
+                key,
+                Entry {
+                    table: table.to_string(),
+                    payload,
+                    open_end_lsn,
+                    last_record_lsn: open_end_lsn,
+                    active,
+                },
+            );
+        }
+    }
+
+    /// Notes that the stream logged records up to `lsn`.
+    pub fn records_logged(&self, key: u64, lsn: Lsn) {
+        if let Ok(mut m) = self.lock() {
+            if let Some(e) = m.get_mut(&key) {
+                e.last_record_lsn = e.last_record_lsn.max(lsn);
+            }
+        }
+    }
+
+    /// Notes that the stream's connection ended.
+    pub fn closed(&self, key: u64) {
+        if let Ok(mut m) = self.lock() {
+            if let Some(e) = m.get_mut(&key) {
+                e.active = false;
+            }
+        }
+    }
+
+    /// Number of open streams.
+    pub fn active_streams(&self) -> usize {
+        self.lock()
+            .map(|m| m.values().filter(|e| e.active).count())
+            .unwrap_or(0)
+    }
+
+    /// Re-logs the open frames at or below `point` that are still needed and
+    /// forgets entries no longer needed. `committed` gives a table's committed
+    /// LSN (None: the table is gone). Returns the end LSN of the last
+    /// re-logged frame.
+    pub async fn relog_open_frames_below(
+        &self,
+        wal: &Wal,
+        point: Lsn,
+        committed: impl Fn(&str) -> Option<Lsn>,
+    ) -> Result<Option<Lsn>> {
+        let mut to_relog = Vec::new();
+        {
+            let mut m = self.lock()?;
+            m.retain(|_, e| e.active || committed(&e.table).is_some_and(|c| c < e.last_record_lsn));
+            for (key, e) in m.iter() {
+                if e.open_end_lsn <= point {
+                    to_relog.push((*key, e.payload.clone()));
+                }
+            }
+        }
+        let mut last = None;
+        for (key, payload) in to_relog {
+            let reservation = wal.reserve(payload.len()).await?;
+            let lsn = wal.append(reservation, KIND_STREAM_OPEN, payload.as_ref().clone())?;
+            if let Some(e) = self.lock()?.get_mut(&key) {
+                e.open_end_lsn = lsn;
+            }
+            last = Some(lsn);
+        }
+        Ok(last)
+    }
+}

@@ -1,0 +1,256 @@
+//! Starting, stopping and killing real `sluice serve` processes, and reading
+//! their Delta tables back.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use arrow_array::RecordBatch;
+use databricks_zerobus_ingest_sdk::ZerobusSdk;
+
+pub const CLIENT_ID: &str = "it-admin";
+pub const CLIENT_SECRET: &str = "it-admin-secret-0123456789";
+
+pub fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
+}
+
+/// A running `sluice serve` process.
+pub struct Server {
+    child: Option<Child>,
+    pub port: u16,
+    pub url: String,
+    pub data_dir: PathBuf,
+    flush_interval: String,
+}
+
+impl Server {
+    /// Starts a server on a fresh port with the given flush interval.
+    pub async fn start(data_dir: &Path, flush_interval: &str) -> Server {
+        let port = free_port();
+        let mut s = Server {
+            child: None,
+            port,
+            url: format!("http://127.0.0.1:{port}"),
+            data_dir: data_dir.to_path_buf(),
+            flush_interval: flush_interval.to_string(),
+        };
+        s.spawn().await;
+        s
+    }
+
+    async fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.data_dir.join("server.log"))
+            .or_else(|_| {
+                std::fs::create_dir_all(&self.data_dir)?;
+                std::fs::File::create(self.data_dir.join("server.log"))
+            })
+            .expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["serve", "--data-dir"])
+            .arg(&self.data_dir)
+            .args(["--listen", &format!("127.0.0.1:{}", self.port)])
+            .args(["--flush-interval", &self.flush_interval])
+            .args([
+                "--bootstrap-principal",
+                &format!("{CLIENT_ID}:{CLIENT_SECRET}"),
+            ])
+            .env("RUST_LOG", "info")
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("spawn sluice");
+        self.child = Some(child);
+        self.wait_healthy().await;
+    }
+
+    async fn wait_healthy(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let client = reqwest::Client::new();
+        loop {
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    panic!("sluice exited early ({status}); log:\n{}", self.log());
+                }
+            }
+            if let Ok(r) = client.get(format!("{}/healthz", self.url)).send().await {
+                if r.status().is_success() {
+                    return;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "sluice did not become healthy:\n{}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The server's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.data_dir.join("server.log")).unwrap_or_default()
+    }
+
+    /// SIGKILL: no shutdown code runs.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().expect("kill");
+            child.wait().expect("wait");
+        }
+    }
+
+    /// SIGTERM and wait for the graceful stop.
+    pub fn terminate(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let pid = child.id() as i32;
+            // SAFETY: kill(2) on our own child's pid; no memory is touched.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                if let Ok(Some(status)) = child.try_wait() {
+                    assert!(
+                        status.success(),
+                        "sluice exited with {status}:\n{}",
+                        self.log()
+                    );
+                    return;
+                }
+                assert!(Instant::now() < deadline, "sluice did not stop on SIGTERM");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+
+    /// Starts the process again on the same port and data dir.
+    pub async fn restart(&mut self) {
+        assert!(self.child.is_none(), "restart of a running server");
+        self.spawn().await;
+    }
+
+    /// Runs the `sluice` CLI against this server.
+    pub fn cli(&self, args: &[&str]) -> std::process::Output {
+        Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(args)
+            .env("SLUICE_SERVER", &self.url)
+            .env("SLUICE_CLIENT_ID", CLIENT_ID)
+            .env("SLUICE_CLIENT_SECRET", CLIENT_SECRET)
+            .output()
+            .expect("run sluice cli")
+    }
+
+    /// Creates a table through the CLI.
+    pub fn create_table(&self, name: &str, columns: &str) {
+        let out = self.cli(&["table", "create", name, "--columns", columns]);
+        assert!(
+            out.status.success(),
+            "table create failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// An official-SDK client for this server (TLS off, default OAuth flow).
+    pub fn sdk(&self) -> ZerobusSdk {
+        ZerobusSdk::builder()
+            .endpoint(&self.url)
+            .unity_catalog_url(&self.url)
+            .no_tls()
+            .build()
+            .expect("sdk")
+    }
+
+    /// An admin access token.
+    pub async fn token(&self) -> String {
+        let v: serde_json::Value = reqwest::Client::new()
+            .post(format!("{}/oidc/v1/token", self.url))
+            .basic_auth(CLIENT_ID, Some(CLIENT_SECRET))
+            .form(&[("grant_type", "client_credentials")])
+            .send()
+            .await
+            .expect("token request")
+            .json()
+            .await
+            .expect("token json");
+        v["access_token"]
+            .as_str()
+            .expect("access_token")
+            .to_string()
+    }
+
+    /// The UC table info JSON of a table.
+    pub async fn table_info(&self, name: &str) -> serde_json::Value {
+        reqwest::Client::new()
+            .get(format!("{}/api/2.1/unity-catalog/tables/{name}", self.url))
+            .bearer_auth(self.token().await)
+            .send()
+            .await
+            .expect("get table")
+            .json()
+            .await
+            .expect("table json")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Reads every row of the Delta table at `location` (the files of its
+/// current snapshot, as the deltalake crate lists them).
+pub async fn read_delta(location: &str) -> Vec<RecordBatch> {
+    let url = url::Url::parse(location).expect("url");
+    let table = deltalake::open_table(url).await.expect("open delta table");
+    let mut batches = Vec::new();
+    let uris: Vec<String> = table.get_file_uris().expect("file uris").collect();
+    for uri in uris {
+        let path = url::Url::parse(&uri)
+            .ok()
+            .and_then(|u| u.to_file_path().ok())
+            .unwrap_or_else(|| PathBuf::from(&uri));
+        let file = std::fs::File::open(&path).expect("open parquet");
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+            .expect("parquet reader")
+            .build()
+            .expect("build reader");
+        for b in reader {
+            batches.push(b.expect("batch"));
+        }
+    }
+    batches
+}
+
+/// Number of rows in the Delta table at `location`.
+pub async fn delta_row_count(location: &str) -> usize {
+    read_delta(location)
+        .await
+        .iter()
+        .map(|b| b.num_rows())
+        .sum()
+}
+
+/// Polls until the table holds `rows` rows (or panics after `timeout`).
+pub async fn wait_for_rows(location: &str, rows: usize, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let n = delta_row_count(location).await;
+        if n >= rows {
+            assert_eq!(n, rows, "more rows than expected");
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "only {n} of {rows} rows after {timeout:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

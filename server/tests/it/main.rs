@@ -1,0 +1,12 @@
+//! Integration tests of the `sluice` binary, compiled as one test binary to
+//! keep link times down. Every test drives real `sluice serve` processes on
+//! loopback; producers are the official Zerobus Rust SDK (`=2.12.0`) or a raw
+//! tonic client for protocol errors; Delta tables are read back with the
+//! `deltalake` crate.
+
+mod cli_tables;
+mod harness;
+mod protocol_errors;
+mod restart;
+mod rows;
+mod sdk_end_to_end;

@@ -1,0 +1,78 @@
+"""Starts a real `sluice serve` process for the Python SDK tests.
+
+The binary comes from SLUICE_BIN (the test script points it at the one
+`cargo test` built); each test gets a fresh data directory and port.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+import base64
+
+import pytest
+
+CLIENT_ID = "py-admin"
+CLIENT_SECRET = "py-admin-secret-0123456789"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, data_dir, flush_interval="200ms"):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.data_dir = data_dir
+        binary = os.environ.get("SLUICE_BIN", "target/debug/sluice")
+        self.log = open(os.path.join(data_dir, "server.log"), "wb")
+        self.proc = subprocess.Popen(
+            [binary, "serve", "--data-dir", str(data_dir), "--listen", f"127.0.0.1:{self.port}",
+             "--flush-interval", flush_interval, "--bootstrap-principal", f"{CLIENT_ID}:{CLIENT_SECRET}"],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                with urllib.request.urlopen(self.url + "/healthz", timeout=1) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("sluice did not start; see " + os.path.join(data_dir, "server.log"))
+
+    def token(self):
+        auth = base64.b64encode(f"{CLIENT_ID}:{CLIENT_SECRET}".encode()).decode()
+        req = urllib.request.Request(self.url + "/oidc/v1/token", data=b"grant_type=client_credentials",
+                                     headers={"Authorization": "Basic " + auth})
+        with urllib.request.urlopen(req) as r:
+            return json.load(r)["access_token"]
+
+    def api(self, method, path, body=None):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.url + "/api/2.1/unity-catalog/tables" + path, data=data, method=method,
+                                     headers={"Authorization": "Bearer " + self.token(),
+                                              "Content-Type": "application/json"})
+        with urllib.request.urlopen(req) as r:
+            return json.load(r)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self.log.close()
+
+
+@pytest.fixture
+def server(tmp_path):
+    s = Server(tmp_path)
+    yield s
+    s.stop()

@@ -1,0 +1,59 @@
+//! Sluice's write-ahead log: segmented files of CRC32C frames, a group-commit writer thread,
+//! the published durable LSN, policy-driven recovery, and purging of committed segments. It
+//! knows nothing about gRPC or Delta; the server stores opaque frames tagged with a `kind`.
+//!
+//! # Contract
+//!
+//! - **LSNs.** An [`Lsn`] is a byte position in the logical log, continuous across segments
+//!   and across restarts. A frame of `n` payload bytes takes `9 + n` LSNs;
+//!   [`Wal::append`] returns the frame's end LSN. LSNs are assigned in `append` order and
+//!   frames reach the file in that order.
+//! - **Durability.** [`DurableState::durable`] only moves forward, and only after the bytes
+//!   below it were written and (with [`Durability::Fsync`]) `fdatasync`'d. It never exceeds
+//!   what a later [`Wal::open`] recovers. One sync covers every frame of a batch.
+//! - **Failure is final.** After a write or sync error the log never acknowledges again:
+//!   [`DurableState::failed`] is set, `append`/`reserve`/`wait_durable` fail with
+//!   [`WalError::Failed`] (or [`WalError::NoSpace`]).
+//! - **Back-pressure.** At most `max_queued_bytes` of reserved-but-unwritten payload exist
+//!   at once; [`Wal::reserve`] waits for space.
+//! - **Recovery** (see [`RecoveryMode`]) cuts a torn tail of the newest segment or refuses,
+//!   and refuses any other damage; the next append always goes to a brand-new segment.
+//! - **Purging** deletes only whole segments below a given LSN, never the active one.
+//! - **Exclusive.** One open log per directory (an `flock` on `{dir}/LOCK`).
+//!
+//! # Modules
+//!
+//! | module | owns |
+//! |---|---|
+//! | `format` | byte layout of segment headers and frames (documented there) |
+//! | `fs` | every raw file-system call, the seam for fault injection |
+//! | `segment` | segment naming, listing, creating the active segment |
+//! | `recovery` | scanning and repairing the directory at open |
+//! | `writer` | the group-commit thread |
+//! | `reader` | reading frames back for replay |
+//! | `state` | state shared by the handles and the writer thread |
+//! | `identity` | the stable log id in `{dir}/wal-id` |
+//! | `wal` | the public [`Wal`] handle |
+//! | `options`, `error` | configuration, [`WalError`] |
+
+mod error;
+mod format;
+mod fs;
+mod identity;
+mod options;
+mod reader;
+mod recovery;
+mod segment;
+mod state;
+mod wal;
+mod writer;
+
+/// Logical byte position in the log; continuous across segments.
+pub type Lsn = u64;
+
+pub use error::{Result, WalError};
+pub use options::{Durability, RecoveryMode, WalOptions};
+pub use reader::Frame;
+pub use recovery::Recovered;
+pub use state::DurableState;
+pub use wal::{Reservation, Wal};

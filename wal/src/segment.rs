@@ -1,0 +1,147 @@
+//! Segment files: their names, the listing of a directory, and the one segment the writer
+//! appends to ([`ActiveSegment`]). Creating a segment is durable before anything is written
+//! into it: preallocate, write the header, `fdatasync` the file, fsync the directory. So
+//! recovery can rely on "a segment exists ⇒ every earlier segment was sealed and synced"
+//! (the writer syncs a segment before it creates the next one).
+
+use std::fs::File;
+use std::io::IoSlice;
+use std::path::{Path, PathBuf};
+
+use crate::error::Result;
+use crate::format::{SegmentHeader, SEGMENT_HEADER_LEN};
+use crate::fs;
+use crate::Lsn;
+
+/// File name extension of segments.
+const EXTENSION: &str = ".wal";
+/// Digits of the zero-padded base LSN in a segment's file name.
+const NAME_DIGITS: usize = 20;
+
+/// A segment known to exist: where it starts and where it lives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SegmentMeta {
+    pub base_lsn: Lsn,
+    pub path: PathBuf,
+}
+
+/// `{dir}/{base_lsn:020}.wal`.
+pub(crate) fn segment_path(dir: &Path, base_lsn: Lsn) -> PathBuf {
+    dir.join(format!("{base_lsn:020}{EXTENSION}"))
+}
+
+/// The base LSN named by a segment file name, `None` for any other file.
+pub(crate) fn parse_segment_name(name: &str) -> Option<Lsn> {
+    let digits = name.strip_suffix(EXTENSION)?;
+    if digits.len() != NAME_DIGITS || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// The segments in `dir`, in base LSN order.
+pub(crate) fn list_segments(dir: &Path) -> Result<Vec<SegmentMeta>> {
+    let mut segments: Vec<SegmentMeta> = fs::list_dir(dir)?
+        .into_iter()
+        .filter_map(|path| {
+            let base_lsn = parse_segment_name(path.file_name()?.to_str()?)?;
+            Some(SegmentMeta { base_lsn, path })
+        })
+        .collect();
+    segments.sort_by_key(|s| s.base_lsn);
+    Ok(segments)
+}
+
+/// The segment the writer appends to. Only the writer thread holds one.
+pub(crate) struct ActiveSegment {
+    file: File,
+    meta: SegmentMeta,
+    /// LSN just past the last byte this file can hold.
+    limit_lsn: Lsn,
+    /// LSN the next write lands at (the file's write position, in LSN terms).
+    next_lsn: Lsn,
+}
+
+impl ActiveSegment {
+    /// Creates `{dir}/{base_lsn:020}.wal` (replacing a file of that name), sized to
+    /// `segment_bytes` or to hold `first_frame_bytes`, whichever is larger, and makes it
+    /// durable. A half-created file is removed again.
+    pub(crate) fn create(
+        dir: &Path,
+        segment_id: u64,
+        base_lsn: Lsn,
+        segment_bytes: u64,
+        first_frame_bytes: u64,
+    ) -> Result<Self> {
+        let path = segment_path(dir, base_lsn);
+        let file_len = segment_bytes.max(SEGMENT_HEADER_LEN as u64 + first_frame_bytes);
+        let header = SegmentHeader {
+            segment_id,
+            base_lsn,
+        }
+        .encode();
+        let created = fs::create_preallocated(&path, file_len).and_then(|mut file| {
+            fs::write_all(&mut file, &header, &path)?;
+            fs::sync_data(&file, &path)?;
+            fs::sync_dir(dir)?;
+            Ok(file)
+        });
+        let file = match created {
+            Ok(file) => file,
+            Err(e) => {
+                if let Err(cleanup) = fs::remove_file(&path) {
+                    tracing::warn!(error = %cleanup, "could not remove half-created segment");
+                }
+                return Err(e);
+            }
+        };
+        tracing::debug!(path = %path.display(), segment_id, base_lsn, file_len, "created segment");
+        Ok(ActiveSegment {
+            file,
+            meta: SegmentMeta { base_lsn, path },
+            limit_lsn: base_lsn + (file_len - SEGMENT_HEADER_LEN as u64),
+            next_lsn: base_lsn,
+        })
+    }
+
+    pub(crate) fn meta(&self) -> &SegmentMeta {
+        &self.meta
+    }
+
+    /// Whether a frame ending at `end_lsn` fits in this segment.
+    pub(crate) fn fits(&self, end_lsn: Lsn) -> bool {
+        end_lsn <= self.limit_lsn
+    }
+
+    /// Writes frames that start at the current position and end at `end_lsn`.
+    pub(crate) fn write(&mut self, bufs: &mut [IoSlice<'_>], end_lsn: Lsn) -> Result<()> {
+        debug_assert!(self.fits(end_lsn));
+        fs::write_all_vectored(&mut self.file, bufs, &self.meta.path)?;
+        self.next_lsn = end_lsn;
+        Ok(())
+    }
+
+    /// LSN the next frame written here starts at.
+    pub(crate) fn next_lsn(&self) -> Lsn {
+        self.next_lsn
+    }
+
+    pub(crate) fn sync(&self) -> Result<()> {
+        fs::sync_data(&self.file, &self.meta.path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segment_names_carry_the_zero_padded_base_lsn() {
+        let p = segment_path(Path::new("/x"), 4096);
+        assert_eq!(p, Path::new("/x/00000000000000004096.wal"));
+        assert_eq!(parse_segment_name("00000000000000004096.wal"), Some(4096));
+        assert_eq!(parse_segment_name("4096.wal"), None);
+        assert_eq!(parse_segment_name("0000000000000000409x.wal"), None);
+        assert_eq!(parse_segment_name("wal-id"), None);
+    }
+}

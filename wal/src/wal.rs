@@ -1,0 +1,336 @@
+//! The [`Wal`] handle: open (recover, then start the writer), reserve queue space, append,
+//! wait for durability, read back, purge, close. Cheap to clone; every clone is the same log.
+//!
+//! Appending is split in two so that memory stays bounded without blocking the async caller:
+//! [`Wal::reserve`] waits (asynchronously) for queue space, [`Wal::append`] never blocks
+//! beyond a tiny mutex that makes "assign the LSN + send to the writer" one step, so LSN
+//! order is enqueue order is file order.
+
+use std::fmt;
+use std::fs::File;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::JoinHandle;
+
+use crossbeam_channel::Sender;
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+
+use crate::error::{Result, WalError};
+use crate::format::{frame_len, is_end_marker_frame};
+use crate::fs;
+use crate::identity;
+use crate::options::WalOptions;
+use crate::reader::{Frame, FrameReader};
+use crate::recovery::{self, Outcome, Recovered};
+use crate::segment::{list_segments, ActiveSegment};
+use crate::state::{lock, DurableState, Shared};
+use crate::writer::{Command, Pending, Writer};
+use crate::Lsn;
+
+/// Queue space for one frame, from [`Wal::reserve`]. Hand it to [`Wal::append`]; dropping
+/// it instead gives the space back.
+pub struct Reservation {
+    permit: OwnedSemaphorePermit,
+    bytes: usize,
+}
+
+impl Reservation {
+    /// The byte count this reservation was asked for.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+impl fmt::Debug for Reservation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reservation")
+            .field("bytes", &self.bytes)
+            .field("permits", &self.permit.num_permits())
+            .finish()
+    }
+}
+
+/// A handle on an open write-ahead log. See the crate docs for the guarantees.
+#[derive(Clone)]
+pub struct Wal {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    dir: PathBuf,
+    id: String,
+    shared: Arc<Shared>,
+    /// A receiver kept only to read the latest state and to clone for subscribers.
+    state: watch::Receiver<DurableState>,
+    enqueue: Mutex<Enqueue>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    /// Permits of the queue semaphore: the most one reservation can take.
+    max_permits: usize,
+    /// The directory lock, released at close.
+    dir_lock: Mutex<Option<File>>,
+}
+
+/// What the append mutex protects: LSN assignment and the channel, in one step.
+struct Enqueue {
+    next_lsn: Lsn,
+    /// `None` once closed.
+    tx: Option<Sender<Command>>,
+}
+
+impl Wal {
+    /// Opens (or creates) the log in `opts.dir`: takes the directory lock, recovers
+    /// according to `opts.recovery`, creates a fresh segment at the recovered end and starts
+    /// the group-commit thread.
+    pub fn open(opts: WalOptions) -> Result<(Wal, Recovered)> {
+        opts.sanitize()?;
+        let dir = opts.dir.clone();
+        fs::create_dir_all(&dir)?;
+        let dir_lock = fs::lock_dir(&dir)?;
+        let has_segments = !list_segments(&dir)?.is_empty();
+        let id = identity::load_or_create(&dir, has_segments)?;
+        let Outcome {
+            recovered,
+            mut segments,
+            next_segment_id,
+        } = recovery::recover(&dir, opts.recovery)?;
+
+        let end = recovered.end_lsn;
+        // A kept segment starting at the end holds no frame: it is recreated from scratch.
+        if segments.last().is_some_and(|s| s.base_lsn == end) {
+            segments.pop();
+        }
+        let active = ActiveSegment::create(&dir, next_segment_id, end, opts.segment_bytes, 0)?;
+        segments.push(active.meta().clone());
+
+        let max_permits = opts
+            .max_queued_bytes
+            .min(u32::MAX as usize)
+            .min(Semaphore::MAX_PERMITS);
+        let shared = Arc::new(Shared {
+            segments: Mutex::new(segments),
+            failure: OnceLock::new(),
+            queue: Arc::new(Semaphore::new(max_permits)),
+        });
+        let (state_tx, state_rx) = watch::channel(DurableState {
+            durable: end,
+            failed: None,
+        });
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let handle = Writer {
+            dir: dir.clone(),
+            rx,
+            state: state_tx,
+            shared: Arc::clone(&shared),
+            active,
+            next_segment_id: next_segment_id + 1,
+            segment_bytes: opts.segment_bytes,
+            durability: opts.durability,
+            unsynced: false,
+        }
+        .spawn()?;
+
+        let wal = Wal {
+            inner: Arc::new(Inner {
+                dir,
+                id,
+                shared,
+                state: state_rx,
+                enqueue: Mutex::new(Enqueue {
+                    next_lsn: end,
+                    tx: Some(tx),
+                }),
+                writer: Mutex::new(Some(handle)),
+                max_permits,
+                dir_lock: Mutex::new(Some(dir_lock)),
+            }),
+        };
+        Ok((wal, recovered))
+    }
+
+    /// The log's stable identity (the `wal-id` file), used as the Delta txn app id.
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// Every frame with `end_lsn > from` that was on disk at open or is durable now, in LSN
+    /// order. Frames below the oldest segment still on disk are simply not there.
+    pub fn read_from(&self, from: Lsn) -> Result<impl Iterator<Item = Result<Frame>> + Send> {
+        let limit = self.durable_lsn();
+        let segments = lock(&self.inner.shared.segments).clone();
+        Ok(FrameReader::new(segments, from, limit))
+    }
+
+    /// Waits until `bytes` more bytes may be queued (a request larger than
+    /// `max_queued_bytes` waits for the whole queue to be empty). `bytes` is the payload
+    /// size about to be appended. Fails once the log is closed or failed.
+    pub async fn reserve(&self, bytes: usize) -> Result<Reservation> {
+        self.inner.check_open()?;
+        let permits = u32::try_from(bytes.min(self.inner.max_permits)).unwrap_or(u32::MAX);
+        match Arc::clone(&self.inner.shared.queue)
+            .acquire_many_owned(permits)
+            .await
+        {
+            Ok(permit) => Ok(Reservation { permit, bytes }),
+            Err(_) => Err(self.inner.stopped_error()),
+        }
+    }
+
+    /// Queues one frame without blocking and returns its END lsn: the frame is durable once
+    /// [`Wal::durable_lsn`] reaches that value. LSNs follow the order of `append` calls.
+    /// Refuses a payload over `u32::MAX` bytes and the reserved kind-0 empty frame.
+    pub fn append(&self, reservation: Reservation, kind: u8, payload: Vec<u8>) -> Result<Lsn> {
+        if is_end_marker_frame(kind, &payload) {
+            return Err(WalError::InvalidArgument(
+                "a frame of kind 0 with an empty payload is reserved (it reads as end of data)"
+                    .into(),
+            ));
+        }
+        if u32::try_from(payload.len()).is_err() {
+            return Err(WalError::InvalidArgument(format!(
+                "frame payload of {} bytes exceeds the {} byte limit",
+                payload.len(),
+                u32::MAX
+            )));
+        }
+        if let Some(e) = self.inner.shared.failure_error() {
+            return Err(e);
+        }
+        let len = frame_len(payload.len());
+        let mut enqueue = lock(&self.inner.enqueue);
+        let Some(tx) = enqueue.tx.as_ref() else {
+            return Err(WalError::Closed);
+        };
+        let lsn = enqueue.next_lsn;
+        let pending = Pending {
+            lsn,
+            kind,
+            payload,
+            _permit: reservation.permit,
+        };
+        if tx.send(Command::Append(pending)).is_err() {
+            return Err(self.inner.stopped_error());
+        }
+        enqueue.next_lsn = lsn + len;
+        drop(enqueue);
+        metrics::gauge!("sluice_wal_queued_bytes").increment(len as f64);
+        Ok(lsn + len)
+    }
+
+    /// Every frame ending at or below this LSN is durable.
+    pub fn durable_lsn(&self) -> Lsn {
+        self.inner.state.borrow().durable
+    }
+
+    /// A receiver of [`DurableState`], updated once per written batch.
+    pub fn subscribe(&self) -> watch::Receiver<DurableState> {
+        self.inner.state.clone()
+    }
+
+    /// Returns once `durable_lsn() >= lsn`; fails if the log fails or closes first.
+    pub async fn wait_durable(&self, lsn: Lsn) -> Result<()> {
+        let mut rx = self.inner.state.clone();
+        let waited = rx
+            .wait_for(|s| s.durable >= lsn || s.failed.is_some())
+            .await
+            .map(|state| state.durable >= lsn);
+        // On Err the writer has exited; its last publication is final.
+        let reached = waited.unwrap_or_else(|_| rx.borrow().durable >= lsn);
+        if reached {
+            Ok(())
+        } else {
+            Err(self.inner.stopped_error())
+        }
+    }
+
+    /// Deletes the oldest segment files whose every frame ends at or below `lsn`, oldest
+    /// first, fsyncing the directory after each. Never the active segment. Returns how many
+    /// were deleted.
+    pub fn purge_below(&self, lsn: Lsn) -> Result<usize> {
+        let mut segments = lock(&self.inner.shared.segments);
+        // Segment i's frames end where segment i + 1 begins; the last one is active.
+        let candidates = segments
+            .windows(2)
+            .take_while(|pair| pair[1].base_lsn <= lsn)
+            .count();
+        let mut removed = 0;
+        let mut outcome = Ok(());
+        for meta in &segments[..candidates] {
+            outcome = fs::remove_file(&meta.path).and_then(|()| fs::sync_dir(&self.inner.dir));
+            if outcome.is_err() {
+                break;
+            }
+            removed += 1;
+            tracing::debug!(segment = %meta.path.display(), "purged segment");
+        }
+        segments.drain(..removed);
+        outcome.map(|()| removed)
+    }
+
+    /// Writes and syncs everything queued, then stops the writer thread and releases the
+    /// directory lock. Later appends and reservations fail with [`WalError::Closed`].
+    /// Calling it again does nothing.
+    pub fn close(&self) -> Result<()> {
+        self.inner.close()
+    }
+}
+
+impl fmt::Debug for Wal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Wal")
+            .field("dir", &self.inner.dir)
+            .field("id", &self.inner.id)
+            .field("durable", &self.durable_lsn())
+            .finish()
+    }
+}
+
+impl Inner {
+    fn check_open(&self) -> Result<()> {
+        if let Some(e) = self.shared.failure_error() {
+            return Err(e);
+        }
+        if lock(&self.enqueue).tx.is_none() {
+            return Err(WalError::Closed);
+        }
+        Ok(())
+    }
+
+    /// The error for a log that stopped accepting work: its failure, or else closed.
+    fn stopped_error(&self) -> WalError {
+        self.shared.failure_error().unwrap_or(WalError::Closed)
+    }
+
+    fn close(&self) -> Result<()> {
+        let tx = lock(&self.enqueue).tx.take();
+        let mut result = match tx {
+            Some(tx) => {
+                let (reply_tx, reply_rx) = crossbeam_channel::bounded(1);
+                match tx.send(Command::Close(reply_tx)) {
+                    Ok(()) => reply_rx.recv().unwrap_or_else(|_| {
+                        Err(self.shared.failure_error().unwrap_or_else(|| {
+                            WalError::Failed("the writer thread stopped unexpectedly".into())
+                        }))
+                    }),
+                    Err(_) => Err(self.stopped_error()),
+                }
+            }
+            None => self.shared.failure_error().map_or(Ok(()), Err),
+        };
+        if let Some(handle) = lock(&self.writer).take() {
+            if handle.join().is_err() && result.is_ok() {
+                result = Err(WalError::Failed("the writer thread panicked".into()));
+            }
+        }
+        self.shared.queue.close();
+        lock(&self.dir_lock).take();
+        result
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Err(e) = self.close() {
+            tracing::warn!(error = %e, "write-ahead log dropped after a failure");
+        }
+    }
+}

@@ -1,0 +1,43 @@
+//! zeroparser: descriptor-driven, single-pass decoding of protobuf and JSON records straight
+//! into Arrow builders, checked against a Delta / Unity Catalog table schema.
+//!
+//! ```text
+//! TableSchema::parse("id BIGINT NOT NULL, tags ARRAY<STRING>")   schema, schema_text
+//!   │  .arrow_schema()                                           arrow_types
+//!   ▼
+//! ProtoPlan::compile(descriptor, &schema)   once per stream      descriptor, plan, proto_scalar
+//!   ▼
+//! RecordBatchBuilder::append_proto / append_json, per record     batch
+//!   │  1. decode into a per-record value tree (borrows input)    wire, proto_decode, json_decode
+//!   │  2. validate it (NOT NULL, duplicate map keys)             value, convert, text_formats
+//!   │  3. append to the Arrow builders (cannot fail)             builders
+//!   ▼
+//! RecordBatchBuilder::finish() -> RecordBatch
+//! ```
+//!
+//! A failed append leaves the builder untouched; errors name the field path and, for
+//! protobuf, the byte offset. Nothing here panics on input bytes.
+
+mod arrow_types;
+mod batch;
+mod builders;
+mod convert;
+mod descriptor;
+mod error;
+mod json_decode;
+mod path;
+mod plan;
+mod proto_decode;
+mod proto_scalar;
+mod schema;
+mod schema_text;
+mod text_formats;
+mod value;
+mod wire;
+
+pub use batch::RecordBatchBuilder;
+pub use error::{DecodeError, DecodeErrorKind, SchemaError, WireType};
+pub use path::{FieldPath, Segment};
+pub use plan::ProtoPlan;
+pub use schema::{Column, ColumnType, TableSchema, MAX_DEPTH};
+pub use wire::MAX_DEPTH as MAX_RECORD_DEPTH;

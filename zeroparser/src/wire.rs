@@ -1,0 +1,320 @@
+//! The protobuf wire format: varints, tags and wire types, fixed-width values,
+//! length-delimited slices, and skipping of fields the plan does not know (groups included).
+//!
+//! ```text
+//! record  := field*
+//! field   := tag value
+//! tag     := varint (field_number << 3 | wire_type)
+//! value   := varint                      wire type 0 VARINT
+//!          | 8 bytes little-endian       wire type 1 I64
+//!          | varint length, bytes        wire type 2 LEN
+//!          | field* end-group tag        wire type 3 SGROUP .. 4 EGROUP (same number)
+//!          | 4 bytes little-endian       wire type 5 I32
+//! varint  := 1..10 bytes, 7 bits each, least significant first, high bit = more follows
+//! ```
+//!
+//! A [`Reader`] never reads past its slice: every failure is a [`DecodeError`] carrying the
+//! absolute byte offset in the record (the reader knows where its slice starts).
+
+use crate::error::{DecodeError, DecodeErrorKind, WireType};
+
+/// Deepest nesting of messages and groups in a record.
+pub const MAX_DEPTH: usize = 64;
+
+/// Largest legal field number (2^29 - 1).
+const MAX_FIELD_NUMBER: u64 = (1 << 29) - 1;
+
+impl WireType {
+    /// The wire type of the low three tag bits, if legal.
+    pub(crate) fn from_bits(bits: u8) -> Option<WireType> {
+        Some(match bits {
+            0 => WireType::Varint,
+            1 => WireType::I64,
+            2 => WireType::Len,
+            3 => WireType::SGroup,
+            4 => WireType::EGroup,
+            5 => WireType::I32,
+            _ => return None,
+        })
+    }
+}
+
+/// A cursor over one message (or packed field) of a record.
+#[derive(Debug, Clone)]
+pub(crate) struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    base: usize,
+}
+
+impl<'a> Reader<'a> {
+    /// A reader over `buf`, which starts at byte `base` of the record.
+    pub(crate) fn new(buf: &'a [u8], base: usize) -> Self {
+        Self { buf, pos: 0, base }
+    }
+
+    /// True when every byte has been read.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.pos >= self.buf.len()
+    }
+
+    /// Absolute offset of the next byte in the record.
+    pub(crate) fn offset(&self) -> usize {
+        self.base + self.pos
+    }
+
+    fn remaining(&self) -> usize {
+        self.buf.len().saturating_sub(self.pos)
+    }
+
+    /// Reads a varint of at most 10 bytes.
+    pub(crate) fn read_varint(&mut self) -> Result<u64, DecodeError> {
+        let start = self.offset();
+        let mut value: u64 = 0;
+        for i in 0..10 {
+            let Some(&byte) = self.buf.get(self.pos) else {
+                return Err(DecodeError::at(DecodeErrorKind::Truncated, start));
+            };
+            self.pos += 1;
+            if i == 9 && byte > 1 {
+                return Err(DecodeError::at(DecodeErrorKind::VarintOverflow, start));
+            }
+            value |= u64::from(byte & 0x7f) << (7 * i);
+            if byte < 0x80 {
+                return Ok(value);
+            }
+        }
+        Err(DecodeError::at(DecodeErrorKind::VarintOverflow, start))
+    }
+
+    /// Reads a tag: field number and wire type.
+    pub(crate) fn read_tag(&mut self) -> Result<(u32, WireType), DecodeError> {
+        let start = self.offset();
+        let tag = self.read_varint()?;
+        let number = tag >> 3;
+        if number == 0 || number > MAX_FIELD_NUMBER {
+            return Err(DecodeError::at(
+                DecodeErrorKind::InvalidFieldNumber { number },
+                start,
+            ));
+        }
+        let bits = (tag & 7) as u8;
+        let Some(wire) = WireType::from_bits(bits) else {
+            return Err(DecodeError::at(
+                DecodeErrorKind::InvalidWireType { value: bits },
+                start,
+            ));
+        };
+        Ok((u32::try_from(number).unwrap_or(u32::MAX), wire))
+    }
+
+    fn read_array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+        let start = self.offset();
+        let bytes = self
+            .buf
+            .get(self.pos..self.pos.saturating_add(N))
+            .and_then(|slice| <[u8; N]>::try_from(slice).ok())
+            .ok_or_else(|| DecodeError::at(DecodeErrorKind::Truncated, start))?;
+        self.pos += N;
+        Ok(bytes)
+    }
+
+    /// Reads 4 little-endian bytes.
+    pub(crate) fn read_fixed32(&mut self) -> Result<u32, DecodeError> {
+        self.read_array::<4>().map(u32::from_le_bytes)
+    }
+
+    /// Reads 8 little-endian bytes.
+    pub(crate) fn read_fixed64(&mut self) -> Result<u64, DecodeError> {
+        self.read_array::<8>().map(u64::from_le_bytes)
+    }
+
+    /// Reads a length prefix and the bytes it covers; returns them and their absolute offset.
+    pub(crate) fn read_len_delimited(&mut self) -> Result<(&'a [u8], usize), DecodeError> {
+        let start = self.offset();
+        let length = self.read_varint()?;
+        let remaining = self.remaining();
+        let len = usize::try_from(length)
+            .ok()
+            .filter(|len| *len <= remaining)
+            .ok_or_else(|| {
+                DecodeError::at(DecodeErrorKind::LengthPastEnd { length, remaining }, start)
+            })?;
+        let body_offset = self.offset();
+        let body = self
+            .buf
+            .get(self.pos..self.pos + len)
+            .ok_or_else(|| DecodeError::at(DecodeErrorKind::Truncated, start))?;
+        self.pos += len;
+        Ok((body, body_offset))
+    }
+
+    /// A reader over a length-delimited value.
+    pub(crate) fn read_sub_reader(&mut self) -> Result<Reader<'a>, DecodeError> {
+        let (body, offset) = self.read_len_delimited()?;
+        Ok(Reader::new(body, offset))
+    }
+
+    /// Skips the value of a field whose tag was just read. `depth` is the nesting depth of
+    /// the message that holds the field.
+    pub(crate) fn skip_field(
+        &mut self,
+        number: u32,
+        wire: WireType,
+        tag_offset: usize,
+        depth: usize,
+    ) -> Result<(), DecodeError> {
+        match wire {
+            WireType::Varint => self.read_varint().map(drop),
+            WireType::I64 => self.read_fixed64().map(drop),
+            WireType::I32 => self.read_fixed32().map(drop),
+            WireType::Len => self.read_len_delimited().map(drop),
+            WireType::SGroup => self.skip_group(number, tag_offset, depth + 1),
+            WireType::EGroup => Err(DecodeError::at(DecodeErrorKind::InvalidGroup, tag_offset)),
+        }
+    }
+
+    /// Skips a group's fields up to its end-group tag (same field number).
+    fn skip_group(
+        &mut self,
+        number: u32,
+        start_offset: usize,
+        depth: usize,
+    ) -> Result<(), DecodeError> {
+        if depth > MAX_DEPTH {
+            return Err(DecodeError::at(
+                DecodeErrorKind::DepthExceeded { limit: MAX_DEPTH },
+                start_offset,
+            ));
+        }
+        loop {
+            if self.is_empty() {
+                return Err(DecodeError::at(DecodeErrorKind::InvalidGroup, start_offset));
+            }
+            let tag_offset = self.offset();
+            let (inner, wire) = self.read_tag()?;
+            if wire == WireType::EGroup {
+                if inner == number {
+                    return Ok(());
+                }
+                return Err(DecodeError::at(DecodeErrorKind::InvalidGroup, tag_offset));
+            }
+            self.skip_field(inner, wire, tag_offset, depth)?;
+        }
+    }
+}
+
+/// Decodes a zigzag-encoded 32-bit value.
+pub(crate) fn zigzag32(value: u32) -> i32 {
+    ((value >> 1) as i32) ^ -((value & 1) as i32)
+}
+
+/// Decodes a zigzag-encoded 64-bit value.
+pub(crate) fn zigzag64(value: u64) -> i64 {
+    ((value >> 1) as i64) ^ -((value & 1) as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varints_decode_up_to_ten_bytes() {
+        let mut reader = Reader::new(&[0x96, 0x01], 0);
+        assert_eq!(reader.read_varint(), Ok(150));
+        let max = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01];
+        assert_eq!(Reader::new(&max, 0).read_varint(), Ok(u64::MAX));
+    }
+
+    #[test]
+    fn an_eleven_byte_varint_is_an_overflow() {
+        let long = [0x80; 11];
+        let error = Reader::new(&long, 5).read_varint().expect_err("too long");
+        assert_eq!(error.kind(), &DecodeErrorKind::VarintOverflow);
+        assert_eq!(error.offset(), Some(5));
+        let too_big = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02];
+        let error = Reader::new(&too_big, 0)
+            .read_varint()
+            .expect_err("> 64 bits");
+        assert_eq!(error.kind(), &DecodeErrorKind::VarintOverflow);
+    }
+
+    #[test]
+    fn a_varint_cut_short_is_truncated() {
+        let error = Reader::new(&[0x80, 0x80], 0)
+            .read_varint()
+            .expect_err("no final byte");
+        assert_eq!(error.kind(), &DecodeErrorKind::Truncated);
+    }
+
+    #[test]
+    fn a_length_beyond_the_message_is_length_past_end() {
+        let error = Reader::new(&[0x05, 1, 2], 10)
+            .read_len_delimited()
+            .expect_err("5 > 2");
+        assert_eq!(
+            error.kind(),
+            &DecodeErrorKind::LengthPastEnd {
+                length: 5,
+                remaining: 2
+            }
+        );
+        assert_eq!(error.offset(), Some(10));
+    }
+
+    #[test]
+    fn tags_with_field_number_zero_or_wire_type_seven_are_rejected() {
+        let error = Reader::new(&[0x00], 0).read_tag().expect_err("number 0");
+        assert!(matches!(
+            error.kind(),
+            DecodeErrorKind::InvalidFieldNumber { number: 0 }
+        ));
+        let error = Reader::new(&[0x0f], 0).read_tag().expect_err("wire type 7");
+        assert!(matches!(
+            error.kind(),
+            DecodeErrorKind::InvalidWireType { value: 7 }
+        ));
+    }
+
+    #[test]
+    fn nested_groups_are_skipped_to_their_matching_end() {
+        // group 5 { varint 1; group 6 { i32 2 } } then varint field 7.
+        let bytes = [0x08, 0x01, 0x33, 0x15, 1, 2, 3, 4, 0x34, 0x2c, 0x38, 0x09];
+        let mut reader = Reader::new(&bytes, 0);
+        reader
+            .skip_field(5, WireType::SGroup, 0, 0)
+            .expect("group skipped");
+        assert_eq!(reader.read_tag(), Ok((7, WireType::Varint)));
+    }
+
+    #[test]
+    fn a_group_closed_with_another_number_is_invalid() {
+        let bytes = [0x34];
+        let error = Reader::new(&bytes, 0)
+            .skip_field(5, WireType::SGroup, 0, 0)
+            .expect_err("end group 6 closes group 5");
+        assert_eq!(error.kind(), &DecodeErrorKind::InvalidGroup);
+    }
+
+    #[test]
+    fn deeply_nested_groups_exceed_the_depth_limit() {
+        let bytes = vec![0x0b; 1000];
+        let error = Reader::new(&bytes, 0)
+            .skip_field(1, WireType::SGroup, 0, 0)
+            .expect_err("too deep");
+        assert!(matches!(
+            error.kind(),
+            DecodeErrorKind::DepthExceeded { .. }
+        ));
+    }
+
+    #[test]
+    fn zigzag_decodes_small_magnitudes() {
+        assert_eq!(zigzag32(0), 0);
+        assert_eq!(zigzag32(1), -1);
+        assert_eq!(zigzag32(2), 1);
+        assert_eq!(zigzag32(u32::MAX), i32::MIN);
+        assert_eq!(zigzag64(u64::MAX), i64::MIN);
+        assert_eq!(zigzag64(4), 2);
+    }
+}

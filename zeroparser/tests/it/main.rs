@@ -1,0 +1,11 @@
+//! Integration tests of sluice-zeroparser, compiled as one binary: descriptor compilation,
+//! protobuf and JSON decoding semantics, every error kind, atomic appends, and property tests
+//! (schema text round trip, prost-reflect messages decoded value for value).
+
+mod json;
+mod prost_reflect_roundtrip;
+mod proto_compile;
+mod proto_decode;
+mod proto_errors;
+mod schema_roundtrip;
+mod support;
