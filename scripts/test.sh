@@ -22,5 +22,7 @@ if [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]; then
 fi
 
 cargo test --workspace --locked
+# WAL fault injection (short writes, EIO, ENOSPC, power cuts): its own feature-gated target.
+cargo test --locked -p sluice-wal --features failpoints --test failpoints
 
 SLUICE_BIN="$PWD/target/debug/sluice" "$venv/bin/python" -m pytest -q tests/python

@@ -70,6 +70,46 @@ pub struct SigningKey {
     pub created_at: i64,
 }
 
+/// A privilege on a table held by a principal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Privilege {
+    /// Write records (what a producer needs).
+    Modify,
+    /// Read the table's definition and data.
+    Select,
+}
+
+impl Privilege {
+    /// Parses `MODIFY` or `SELECT` (any case).
+    pub fn parse(text: &str) -> Option<Privilege> {
+        match text.trim().to_ascii_uppercase().as_str() {
+            "MODIFY" => Some(Privilege::Modify),
+            "SELECT" => Some(Privilege::Select),
+            _ => None,
+        }
+    }
+
+    /// The SQL name.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Privilege::Modify => "MODIFY",
+            Privilege::Select => "SELECT",
+        }
+    }
+}
+
+/// One grant: `privilege` on `table` to the principal `client_id`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Grant {
+    /// Client id of the principal.
+    pub client_id: String,
+    /// `catalog.schema.table`, lower case.
+    pub table: String,
+    /// The privilege.
+    pub privilege: Privilege,
+}
+
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 struct CatalogState {
     #[serde(default)]
@@ -78,6 +118,8 @@ struct CatalogState {
     principals: BTreeMap<String, PrincipalEntry>,
     #[serde(default)]
     signing_keys: Vec<SigningKey>,
+    #[serde(default)]
+    grants: std::collections::BTreeSet<Grant>,
 }
 
 /// The catalog of one pod.
@@ -152,6 +194,7 @@ impl Catalog {
     pub fn drop_table(&self, full_name: &str) -> Result<TableEntry> {
         let key = full_name.to_ascii_lowercase();
         self.update(|s| {
+            s.grants.retain(|g| g.table != key);
             s.tables
                 .remove(&key)
                 .ok_or_else(|| ServerError::NotFound(format!("table {key} does not exist")))
@@ -175,6 +218,68 @@ impl Catalog {
     /// Looks a principal up by client id.
     pub fn principal(&self, client_id: &str) -> Result<Option<PrincipalEntry>> {
         self.read(|s| s.principals.get(client_id).cloned())
+    }
+
+    /// All principals, ordered by client id.
+    pub fn principals(&self) -> Result<Vec<PrincipalEntry>> {
+        self.read(|s| s.principals.values().cloned().collect())
+    }
+
+    /// Removes a principal and its grants; the last admin cannot go.
+    pub fn delete_principal(&self, client_id: &str) -> Result<PrincipalEntry> {
+        self.update(|s| {
+            let p = s.principals.get(client_id).cloned().ok_or_else(|| {
+                ServerError::NotFound(format!("principal {client_id} does not exist"))
+            })?;
+            if p.admin && s.principals.values().filter(|q| q.admin).count() == 1 {
+                return Err(ServerError::InvalidArgument(format!(
+                    "principal {client_id} is the last admin and cannot be deleted"
+                )));
+            }
+            s.principals.remove(client_id);
+            s.grants.retain(|g| g.client_id != client_id);
+            Ok(p)
+        })
+    }
+
+    /// Adds a grant (idempotent); the principal and the table must exist.
+    pub fn grant(&self, grant: Grant) -> Result<()> {
+        self.update(|s| {
+            if !s.principals.contains_key(&grant.client_id) {
+                return Err(ServerError::NotFound(format!(
+                    "principal {} does not exist",
+                    grant.client_id
+                )));
+            }
+            if !s.tables.contains_key(&grant.table) {
+                return Err(ServerError::NotFound(format!(
+                    "table {} does not exist",
+                    grant.table
+                )));
+            }
+            s.grants.insert(grant);
+            Ok(())
+        })
+    }
+
+    /// Removes a grant; returns whether it existed.
+    pub fn revoke(&self, grant: &Grant) -> Result<bool> {
+        self.update(|s| Ok(s.grants.remove(grant)))
+    }
+
+    /// Whether `client_id` holds `privilege` on `table` (lower case).
+    pub fn has_grant(&self, client_id: &str, table: &str, privilege: Privilege) -> Result<bool> {
+        let probe = Grant {
+            client_id: client_id.to_string(),
+            table: table.to_string(),
+            privilege,
+        };
+        self.read(|s| s.grants.contains(&probe))
+    }
+
+    /// Every grant, ordered by principal, table and privilege.
+    pub fn grants(&self) -> Result<Vec<Grant>> {
+        self.read(|s| s.grants.iter().cloned().collect())
     }
 
     /// Whether any principal exists yet.

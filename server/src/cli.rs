@@ -11,6 +11,10 @@ use sluice_zeroparser::TableSchema;
 use crate::error::{Result, ServerError};
 use crate::http::{column_infos, TableInfo};
 
+mod admin;
+
+pub use admin::{parse_grant, GrantArgs};
+
 /// A connection to a running pod.
 pub struct Client {
     base: String,
@@ -56,6 +60,15 @@ impl Client {
             None => None,
         };
         Ok(Client { base, http, token })
+    }
+
+    /// A request to any path of the server, with the token attached.
+    fn api(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let r = self.http.request(method, format!("{}{path}", self.base));
+        match &self.token {
+            Some(t) => r.bearer_auth(t),
+            None => r,
+        }
     }
 
     fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {

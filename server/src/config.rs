@@ -21,6 +21,15 @@ pub enum AuthMode {
     None,
 }
 
+/// PEM files of the server's TLS identity.
+#[derive(Clone, Debug)]
+pub struct TlsFiles {
+    /// Certificate chain, leaf first.
+    pub cert: PathBuf,
+    /// Private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+}
+
 /// Everything `sluice serve` needs to run.
 #[derive(Clone, Debug)]
 pub struct ServeConfig {
@@ -44,9 +53,14 @@ pub struct ServeConfig {
     pub bootstrap_principal: Option<(String, String)>,
     /// Lifetime of issued access tokens. Default: 1 h.
     pub token_ttl: Duration,
-    /// Largest gRPC message accepted (the official SDKs assume 10 MiB
-    /// records). Default: 16 MiB.
+    /// Largest gRPC message (request) accepted, `--max-request-bytes`. The
+    /// official SDKs send at most 10 MiB - 64 KiB per request. Default: 10 MiB.
     pub max_message_bytes: usize,
+    /// Serve TLS with this PEM certificate chain and private key
+    /// (`--tls-cert`, `--tls-key`). Default: none (plain text).
+    pub tls: Option<TlsFiles>,
+    /// Sizes, counts, timeouts and rates enforced on clients.
+    pub limits: crate::limits::Limits,
     /// fdatasync the WAL before acking (the only safe choice). Default: true.
     pub wal_fsync: bool,
 }
@@ -65,7 +79,9 @@ impl ServeConfig {
             auth: AuthMode::OAuth,
             bootstrap_principal: None,
             token_ttl: Duration::from_secs(3600),
-            max_message_bytes: 16 << 20,
+            max_message_bytes: 10 << 20,
+            tls: None,
+            limits: crate::limits::Limits::default(),
             wal_fsync: true,
         }
     }
@@ -81,6 +97,7 @@ impl ServeConfig {
         if self.token_ttl < Duration::from_secs(60) {
             return Err(ServerError::Config("token lifetime must be >= 60 s".into()));
         }
+        self.limits.sanitize(self.max_message_bytes)?;
         if let Some((id, secret)) = &self.bootstrap_principal {
             if id.is_empty() || secret.len() < 8 {
                 return Err(ServerError::Config(

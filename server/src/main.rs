@@ -1,4 +1,6 @@
-//! `sluice`: start a pod (`serve`) or manage its tables (`table …`).
+//! `sluice`: start a pod (`serve`) or manage its tables (`table …`),
+//! principals (`principal …`), grants (`grant …`, `revoke …`) and signing
+//! keys (`keys rotate`).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -23,7 +25,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a pod: gRPC ingest and HTTP on one port.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Manage tables of a running pod.
     Table {
         #[command(flatten)]
@@ -31,6 +33,74 @@ enum Command {
         #[command(subcommand)]
         command: TableCommand,
     },
+    /// Manage principals (OAuth clients) of a running pod.
+    Principal {
+        #[command(flatten)]
+        conn: ConnArgs,
+        #[command(subcommand)]
+        command: PrincipalCommand,
+    },
+    /// Grant a privilege: `sluice grant MODIFY ON TABLE c.s.t TO NAME`.
+    Grant {
+        #[command(flatten)]
+        conn: ConnArgs,
+        /// MODIFY|SELECT[,…] ON TABLE catalog.schema.table TO NAME
+        #[arg(required = true, num_args = 1..)]
+        words: Vec<String>,
+    },
+    /// Revoke a privilege: `sluice revoke MODIFY ON TABLE c.s.t FROM NAME`.
+    Revoke {
+        #[command(flatten)]
+        conn: ConnArgs,
+        /// MODIFY|SELECT[,…] ON TABLE catalog.schema.table FROM NAME
+        #[arg(required = true, num_args = 1..)]
+        words: Vec<String>,
+    },
+    /// Manage token-signing keys.
+    Keys {
+        #[command(flatten)]
+        conn: ConnArgs,
+        #[command(subcommand)]
+        command: KeysCommand,
+    },
+    /// Check that this machine's disks can keep Sluice's promises (WAL fdatasync latency,
+    /// bandwidth, free space; warehouse PUT/GET and put-if-absent); exits 1 on a failure.
+    Doctor {
+        /// Data directory whose `wal` folder to probe.
+        #[arg(long, default_value = DEFAULT_DATA_DIR)]
+        data_dir: PathBuf,
+        /// Warehouse to probe (path or file:// URL). Default: <data-dir>/warehouse.
+        #[arg(long)]
+        warehouse: Option<String>,
+        /// Small probes (seconds instead of tens of seconds); noisier figures.
+        #[arg(long)]
+        quick: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum PrincipalCommand {
+    /// Create a principal; prints its client id and secret once.
+    Create {
+        /// Name, also the OAuth client id.
+        name: String,
+        /// Let it manage the catalog.
+        #[arg(long)]
+        admin: bool,
+    },
+    /// List principals and their grants.
+    List,
+    /// Delete a principal and its grants.
+    Delete {
+        /// Client id.
+        name: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum KeysCommand {
+    /// Add a new signing key; tokens signed by older keys verify until they expire.
+    Rotate,
 }
 
 #[derive(clap::Args)]
@@ -59,16 +129,29 @@ struct ServeArgs {
     /// Lifetime of issued access tokens.
     #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
     token_ttl: Duration,
+    /// Serve TLS with this PEM certificate chain (needs --tls-key); plain text without it.
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    #[command(flatten)]
+    limits: sluice_server::limits::LimitArgs,
 }
 
 #[derive(clap::Args)]
 struct ConnArgs {
     /// URL of the server.
-    #[arg(long, env = "SLUICE_SERVER", default_value = "http://127.0.0.1:50051")]
+    #[arg(
+        long,
+        global = true,
+        env = "SLUICE_SERVER",
+        default_value = "http://127.0.0.1:50051"
+    )]
     server: String,
     /// Local data directory whose admin credentials to use when
     /// SLUICE_CLIENT_ID / SLUICE_CLIENT_SECRET are unset.
-    #[arg(long, default_value = DEFAULT_DATA_DIR)]
+    #[arg(long, global = true, default_value = DEFAULT_DATA_DIR)]
     data_dir: PathBuf,
 }
 
@@ -97,6 +180,25 @@ enum TableCommand {
         /// catalog.schema.table
         name: String,
     },
+}
+
+async fn change_grants(conn: ConnArgs, words: &[String], add: bool) -> anyhow::Result<()> {
+    let args = sluice_server::cli::parse_grant(words)?;
+    let client = sluice_server::cli::Client::connect(&conn.server, &conn.data_dir).await?;
+    client.change_grants(&args, add).await?;
+    let privs: Vec<&str> = args.privileges.iter().map(|p| p.as_str()).collect();
+    let (verb, prep) = if add {
+        ("granted", "to")
+    } else {
+        ("revoked", "from")
+    };
+    println!(
+        "{verb} {} on table {} {prep} {}",
+        privs.join(","),
+        args.table,
+        args.principal
+    );
+    Ok(())
 }
 
 fn init_tracing() {
@@ -133,10 +235,16 @@ async fn main() -> anyhow::Result<()> {
             config.auth = args.auth;
             config.bootstrap_principal = bootstrap;
             config.token_ttl = args.token_ttl;
+            config.max_message_bytes = args.limits.max_request_bytes;
+            config.limits = args.limits.limits();
+            if let (Some(cert), Some(key)) = (args.tls_cert, args.tls_key) {
+                config.tls = Some(sluice_server::config::TlsFiles { cert, key });
+            }
+            let shutdown = sluice_server::shutdown_signal();
             let listener = tokio::net::TcpListener::bind(config.listen)
                 .await
                 .with_context(|| format!("binding {}", config.listen))?;
-            sluice_server::run(config, listener, sluice_server::shutdown_signal()).await?;
+            sluice_server::run(config, listener, shutdown).await?;
             Ok(())
         }
         Command::Table { conn, command } => {
@@ -164,6 +272,62 @@ async fn main() -> anyhow::Result<()> {
                     client.drop_table(&name).await?;
                     println!("dropped {name}");
                 }
+            }
+            Ok(())
+        }
+        Command::Principal { conn, command } => {
+            let client = sluice_server::cli::Client::connect(&conn.server, &conn.data_dir).await?;
+            match command {
+                PrincipalCommand::Create { name, admin } => {
+                    let p = client.create_principal(&name, admin).await?;
+                    println!(
+                        "Created principal {} (the secret is shown only once):",
+                        p.client_id
+                    );
+                    println!("  SLUICE_CLIENT_ID={}", p.client_id);
+                    println!("  SLUICE_CLIENT_SECRET={}", p.client_secret);
+                }
+                PrincipalCommand::List => {
+                    for p in client.list_principals().await? {
+                        let role = if p.admin { " (admin)" } else { "" };
+                        println!("{}{role}", p.client_id);
+                        for g in p.grants {
+                            println!("  {g}");
+                        }
+                    }
+                }
+                PrincipalCommand::Delete { name } => {
+                    client.delete_principal(&name).await?;
+                    println!("deleted principal {name}");
+                }
+            }
+            Ok(())
+        }
+        Command::Grant { conn, words } => change_grants(conn, &words, true).await,
+        Command::Revoke { conn, words } => change_grants(conn, &words, false).await,
+        Command::Keys { conn, command } => {
+            let client = sluice_server::cli::Client::connect(&conn.server, &conn.data_dir).await?;
+            match command {
+                KeysCommand::Rotate => {
+                    let kid = client.rotate_keys().await?;
+                    println!("new signing key {kid}; tokens signed by older keys verify until they expire");
+                }
+            }
+            Ok(())
+        }
+        Command::Doctor {
+            data_dir,
+            warehouse,
+            quick,
+        } => {
+            let mut opts = sluice_server::doctor::DoctorOptions::new(data_dir, warehouse);
+            if quick {
+                opts = opts.quick();
+            }
+            let report = sluice_server::doctor::run(&opts).await;
+            print!("{}", report.render());
+            if report.failed() {
+                anyhow::bail!("sluice doctor: at least one check failed");
             }
             Ok(())
         }

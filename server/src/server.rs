@@ -1,5 +1,6 @@
-//! Serving: one listener, gRPC and HTTP on the same port (HTTP/2 cleartext for
-//! gRPC, HTTP/1.1 or 2 for the rest), and the graceful shutdown sequence.
+//! Serving: one listener, gRPC and HTTP on the same port (HTTP/2 for gRPC,
+//! HTTP/1.1 or 2 for the rest; plain text, or TLS with `--tls-cert`), and the
+//! graceful shutdown sequence. The accept loop itself is `listener`.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -21,6 +22,12 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     crate::metrics_export::install();
+    let tls = config
+        .tls
+        .as_ref()
+        .map(crate::listener::load_tls)
+        .transpose()?;
+    let options = crate::listener::ServeOptions::new(&config, tls);
     let pod = Pod::start(config).await?;
     let addr = listener
         .local_addr()
@@ -31,42 +38,38 @@ pub async fn run(
     let app = tonic::service::Routes::new(grpc)
         .into_axum_router()
         .merge(crate::http::router(pod.clone()));
-    tracing::info!(%addr, warehouse = %pod.warehouse.root(), "sluice is serving gRPC and HTTP");
+    let tls = options.tls.is_some();
+    tracing::info!(%addr, tls, warehouse = %pod.warehouse.root(), "sluice is serving gRPC and HTTP");
     let stopping = pod.clone();
     let graceful = async move {
         shutdown.await;
         tracing::info!("shutting down: no new streams; acking and committing what is in flight");
         stopping.shutdown.cancel();
     };
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(graceful)
-        .await
-        .map_err(|e| ServerError::io("serving", e));
+    let served = crate::listener::serve(listener, app, options, graceful).await;
     let stopped = pod.stop().await;
     served?;
     stopped
 }
 
-/// Resolves on SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut term) => {
+/// A future that resolves on SIGINT or SIGTERM. The handlers are installed
+/// when this is called (not when the future is first polled), so a signal
+/// that arrives during start-up still leads to a graceful stop.
+pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
+    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
+    let int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt());
+    async move {
+        match (term, int) {
+            (Ok(mut term), Ok(mut int)) => {
                 tokio::select! {
-                    _ = ctrl_c => {}
                     _ = term.recv() => {}
+                    _ = int.recv() => {}
                 }
             }
-            Err(_) => {
-                let _ = ctrl_c.await;
+            _ => {
+                let _ = tokio::signal::ctrl_c().await;
             }
         }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
     }
 }
 

@@ -50,6 +50,11 @@ pub(crate) const VERSION: u32 = 1;
 pub(crate) const SEGMENT_HEADER_LEN: usize = 36;
 /// Bytes of a frame header (length, crc, kind).
 pub(crate) const FRAME_HEADER_LEN: usize = 9;
+/// A batch (one write, one sync) stops gathering once it holds this many bytes, so every
+/// frame of a batch starts less than this many bytes after the batch's first frame.
+/// Recovery relies on it to tell a torn unsynced batch from damage to synced data; a
+/// change here is a format change.
+pub(crate) const MAX_BATCH_BYTES: u64 = 4 << 20;
 
 /// The decoded segment header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

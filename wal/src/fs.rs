@@ -1,7 +1,6 @@
-//! Every raw file-system operation the log performs: create and preallocate, open, write,
-//! `fdatasync`, truncate, remove, directory fsync, the directory lock and the random bytes of
-//! the log id. Keeping them in one small module is what lets a later change put them behind
-//! a trait for fault injection (as raft-engine's `env` does) without touching the log logic.
+//! The log's file operations with their error context: the segment operations go through
+//! the [`FileSystem`] seam (see [`crate::env`]); the directory lock, the small `wal-id` file
+//! and the random bytes of the log id use `std` directly (nothing to inject there).
 //!
 //! Every function names the operation and the path in its error.
 
@@ -9,6 +8,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, IoSlice, Read, Write};
 use std::path::{Path, PathBuf};
 
+use crate::env::{FileSystem, WritableFile};
 use crate::error::{Result, WalError};
 
 /// Name of the lock file inside the log directory.
@@ -60,61 +60,35 @@ fn flock_exclusive(_file: &File) -> io::Result<()> {
     Ok(())
 }
 
-/// Names of the entries of `dir`.
-pub(crate) fn list_dir(dir: &Path) -> Result<Vec<PathBuf>> {
-    let context = || format!("list directory {}", dir.display());
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(|e| WalError::io(context(), e))? {
-        out.push(entry.map_err(|e| WalError::io(context(), e))?.path());
-    }
-    Ok(out)
+/// Paths of the entries of `dir`.
+pub(crate) fn list_dir(env: &dyn FileSystem, dir: &Path) -> Result<Vec<PathBuf>> {
+    env.list_dir(dir)
+        .map_err(|e| WalError::io(format!("list directory {}", dir.display()), e))
 }
 
 /// Creates (or truncates) `path` and allocates `len` zero bytes to it, so that later writes
 /// inside that range never change the file's size or block map.
-pub(crate) fn create_preallocated(path: &Path, len: u64) -> Result<File> {
-    let file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(path)
-        .map_err(|e| WalError::io(format!("create {}", path.display()), e))?;
-    preallocate(&file, len)
-        .map_err(|e| WalError::io(format!("preallocate {len} bytes for {}", path.display()), e))?;
-    Ok(file)
+pub(crate) fn create_preallocated(
+    env: &dyn FileSystem,
+    path: &Path,
+    len: u64,
+) -> Result<Box<dyn WritableFile>> {
+    env.create_preallocated(path, len).map_err(|e| {
+        WalError::io(
+            format!("create and preallocate {len} bytes for {}", path.display()),
+            e,
+        )
+    })
 }
 
-#[cfg(target_os = "linux")]
-fn preallocate(file: &File, len: u64) -> io::Result<()> {
-    use std::os::unix::io::AsRawFd;
-    let off_len = libc::off_t::try_from(len)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "segment size overflows off_t"))?;
-    loop {
-        // SAFETY: the descriptor belongs to `file`, which outlives the call.
-        let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, off_len) };
-        if rc == 0 {
-            return Ok(());
-        }
-        let err = io::Error::last_os_error();
-        match err.raw_os_error() {
-            Some(libc::EINTR) => continue,
-            Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) => return file.set_len(len),
-            _ => return Err(err),
-        }
-    }
+pub(crate) fn open_read(env: &dyn FileSystem, path: &Path) -> Result<Box<dyn Read + Send>> {
+    env.open_read(path)
+        .map_err(|e| WalError::io(format!("open {}", path.display()), e))
 }
 
-#[cfg(not(target_os = "linux"))]
-fn preallocate(file: &File, len: u64) -> io::Result<()> {
-    file.set_len(len)
-}
-
-pub(crate) fn open_read(path: &Path) -> Result<File> {
-    File::open(path).map_err(|e| WalError::io(format!("open {}", path.display()), e))
-}
-
-pub(crate) fn read_file(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|e| WalError::io(format!("read {}", path.display()), e))
+pub(crate) fn read_file(env: &dyn FileSystem, path: &Path) -> Result<Vec<u8>> {
+    env.read_file(path)
+        .map_err(|e| WalError::io(format!("read {}", path.display()), e))
 }
 
 /// Reads up to `buf.len()` bytes, fewer only at the end of the file.
@@ -131,63 +105,63 @@ pub(crate) fn read_full(reader: &mut impl Read, buf: &mut [u8], path: &Path) -> 
     Ok(done)
 }
 
-pub(crate) fn write_all(file: &mut File, buf: &[u8], path: &Path) -> Result<()> {
-    file.write_all(buf)
-        .map_err(|e| WalError::io(format!("write {}", path.display()), e))
-}
-
-/// Writes all of `bufs` at the file's current position with as few `writev` calls as the
-/// kernel allows.
-pub(crate) fn write_all_vectored(
-    file: &mut File,
+/// Writes all of `bufs` at file offset `offset`, looping over short writes and `EINTR`.
+pub(crate) fn write_all_at(
+    file: &mut dyn WritableFile,
     mut bufs: &mut [IoSlice<'_>],
+    mut offset: u64,
     path: &Path,
 ) -> Result<()> {
     IoSlice::advance_slices(&mut bufs, 0);
     while !bufs.is_empty() {
-        match file.write_vectored(bufs) {
+        match file.write_vectored_at(bufs, offset) {
             Ok(0) => {
                 return Err(WalError::io(
-                    format!("write {}", path.display()),
+                    format!("write {} at offset {offset}", path.display()),
                     io::Error::new(io::ErrorKind::WriteZero, "writev wrote nothing"),
                 ))
             }
-            Ok(n) => IoSlice::advance_slices(&mut bufs, n),
+            Ok(n) => {
+                IoSlice::advance_slices(&mut bufs, n);
+                offset += n as u64;
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(WalError::io(format!("write {}", path.display()), e)),
+            Err(e) => {
+                return Err(WalError::io(
+                    format!("write {} at offset {offset}", path.display()),
+                    e,
+                ))
+            }
         }
     }
     Ok(())
 }
 
 /// `fdatasync`: the file's data (and the metadata needed to read it back) is on stable
-/// storage when this returns Ok.
-pub(crate) fn sync_data(file: &File, path: &Path) -> Result<()> {
-    file.sync_data()
-        .map_err(|e| WalError::io(format!("fdatasync {}", path.display()), e))
+/// storage when this returns Ok. Its errors are never [`WalError::NoSpace`]: a failed sync
+/// is final whatever its cause.
+pub(crate) fn sync_data(file: &mut dyn WritableFile, path: &Path) -> Result<()> {
+    file.sync_data().map_err(|source| WalError::Io {
+        context: format!("fdatasync {}", path.display()),
+        source,
+    })
 }
 
 /// Cuts `path` to `len` bytes and fsyncs it.
-pub(crate) fn truncate(path: &Path, len: u64) -> Result<()> {
-    let context = || format!("truncate {} to {len} bytes", path.display());
-    let file = OpenOptions::new()
-        .write(true)
-        .open(path)
-        .map_err(|e| WalError::io(context(), e))?;
-    file.set_len(len).map_err(|e| WalError::io(context(), e))?;
-    file.sync_all().map_err(|e| WalError::io(context(), e))
+pub(crate) fn truncate(env: &dyn FileSystem, path: &Path, len: u64) -> Result<()> {
+    env.truncate(path, len)
+        .map_err(|e| WalError::io(format!("truncate {} to {len} bytes", path.display()), e))
 }
 
-pub(crate) fn remove_file(path: &Path) -> Result<()> {
-    std::fs::remove_file(path).map_err(|e| WalError::io(format!("remove {}", path.display()), e))
+pub(crate) fn remove_file(env: &dyn FileSystem, path: &Path) -> Result<()> {
+    env.remove_file(path)
+        .map_err(|e| WalError::io(format!("remove {}", path.display()), e))
 }
 
 /// fsyncs the directory itself, making creations, renames and removals in it durable.
-pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
-    let context = || format!("fsync directory {}", dir.display());
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| WalError::io(context(), e))
+pub(crate) fn sync_dir(env: &dyn FileSystem, dir: &Path) -> Result<()> {
+    env.sync_dir(dir)
+        .map_err(|e| WalError::io(format!("fsync directory {}", dir.display()), e))
 }
 
 /// The contents of a small text file, or `None` if it does not exist.
@@ -205,19 +179,23 @@ pub(crate) fn write_file_durably(dir: &Path, name: &str, contents: &[u8]) -> Res
     let path = dir.join(name);
     let mut file =
         File::create(&tmp).map_err(|e| WalError::io(format!("create {}", tmp.display()), e))?;
-    write_all(&mut file, contents, &tmp)?;
+    file.write_all(contents)
+        .map_err(|e| WalError::io(format!("write {}", tmp.display()), e))?;
     file.sync_all()
         .map_err(|e| WalError::io(format!("fsync {}", tmp.display()), e))?;
     drop(file);
     std::fs::rename(&tmp, &path)
         .map_err(|e| WalError::io(format!("rename {} to {}", tmp.display(), path.display()), e))?;
-    sync_dir(dir)
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| WalError::io(format!("fsync directory {}", dir.display()), e))
 }
 
 /// Fills `buf` from the operating system's random source.
 pub(crate) fn random_bytes(buf: &mut [u8]) -> Result<()> {
     let path = Path::new("/dev/urandom");
-    let mut f = open_read(path)?;
+    let mut f =
+        File::open(path).map_err(|e| WalError::io(format!("open {}", path.display()), e))?;
     f.read_exact(buf)
         .map_err(|e| WalError::io(format!("read {}", path.display()), e))
 }

@@ -11,13 +11,19 @@
 //! - **Durability.** [`DurableState::durable`] only moves forward, and only after the bytes
 //!   below it were written and (with [`Durability::Fsync`]) `fdatasync`'d. It never exceeds
 //!   what a later [`Wal::open`] recovers. One sync covers every frame of a batch.
-//! - **Failure is final.** After a write or sync error the log never acknowledges again:
-//!   [`DurableState::failed`] is set, `append`/`reserve`/`wait_durable` fail with
-//!   [`WalError::Failed`] (or [`WalError::NoSpace`]).
+//! - **Failure is final.** After a sync error, or a write error other than a full disk, the
+//!   log never acknowledges again: [`DurableState::failed`] is set,
+//!   `append`/`reserve`/`wait_durable` fail with [`WalError::Failed`].
+//! - **A full disk is not.** `ENOSPC` on a write or on creating a segment stalls the
+//!   writer, which holds the batch and retries; meanwhile `reserve`/`append` fail with
+//!   [`WalError::NoSpace`] ([`Wal::no_space`] says why) and nothing new is acknowledged.
+//!   When space returns the held frames are written, synced and acknowledged, and appends
+//!   work again.
 //! - **Back-pressure.** At most `max_queued_bytes` of reserved-but-unwritten payload exist
 //!   at once; [`Wal::reserve`] waits for space.
-//! - **Recovery** (see [`RecoveryMode`]) cuts a torn tail of the newest segment or refuses,
-//!   and refuses any other damage; the next append always goes to a brand-new segment.
+//! - **Recovery** (see [`RecoveryMode`] and the policy in `recovery`) cuts a torn tail of
+//!   the newest segment (damage confined to the last, unsynced batch) or refuses, and
+//!   refuses any other damage; the next append always goes to a brand-new segment.
 //! - **Purging** deletes only whole segments below a given LSN, never the active one.
 //! - **Exclusive.** One open log per directory (an `flock` on `{dir}/LOCK`).
 //!
@@ -26,7 +32,8 @@
 //! | module | owns |
 //! |---|---|
 //! | `format` | byte layout of segment headers and frames (documented there) |
-//! | `fs` | every raw file-system call, the seam for fault injection |
+//! | [`env`] | the file system behind a trait; a fault-injecting one with `failpoints` |
+//! | `fs` | the log's file operations with error context, over `env` |
 //! | `segment` | segment naming, listing, creating the active segment |
 //! | `recovery` | scanning and repairing the directory at open |
 //! | `writer` | the group-commit thread |
@@ -36,6 +43,7 @@
 //! | `wal` | the public [`Wal`] handle |
 //! | `options`, `error` | configuration, [`WalError`] |
 
+pub mod env;
 mod error;
 mod format;
 mod fs;

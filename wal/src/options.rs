@@ -21,10 +21,11 @@ pub enum Durability {
 /// What recovery does with a damaged log (after raft-engine's `RecoveryMode`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum RecoveryMode {
-    /// A torn tail in the newest segment (a crash mid-write: a bad or partial frame followed
-    /// by nothing valid) is cut back to the last good frame and fsync'd; a newest segment
-    /// whose header is torn and whose body was never written is removed. Damage anywhere
-    /// else is still an error. Default.
+    /// A torn tail in the newest segment (a crash mid-write: a bad or partial frame, with
+    /// any valid-looking frames after it lying within the span of one unsynced batch,
+    /// `MAX_BATCH_BYTES`) is cut back to the last good frame before the damage and
+    /// fsync'd; a newest segment whose header is torn and whose body was never written is
+    /// removed. Damage anywhere else is still an error. Default.
     #[default]
     TolerateTailCorruption,
     /// Any damage, including a torn tail, fails `open` with [`WalError::Corrupt`].

@@ -6,9 +6,10 @@
 //! the durable LSN taken when the reader was made. It reads with its own file handles and
 //! never blocks the writer.
 
-use std::fs::File;
-use std::io::BufReader;
+use std::io::{BufReader, Read};
+use std::sync::Arc;
 
+use crate::env::FileSystem;
 use crate::error::{Result, WalError};
 use crate::format::{frame_len, FrameHeader, SegmentHeader, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
 use crate::fs;
@@ -29,10 +30,11 @@ pub struct Frame {
 /// Iterator over the frames with `end_lsn > from` and `end_lsn <= limit`. Yields an error
 /// at most once, then ends.
 pub(crate) struct FrameReader {
+    env: Arc<dyn FileSystem>,
     segments: Vec<SegmentMeta>,
     /// Index in `segments` of the segment being read (or to open next).
     index: usize,
-    file: Option<BufReader<File>>,
+    file: Option<BufReader<Box<dyn Read + Send>>>,
     lsn: Lsn,
     from: Lsn,
     limit: Lsn,
@@ -40,7 +42,12 @@ pub(crate) struct FrameReader {
 }
 
 impl FrameReader {
-    pub(crate) fn new(segments: Vec<SegmentMeta>, from: Lsn, limit: Lsn) -> Self {
+    pub(crate) fn new(
+        env: Arc<dyn FileSystem>,
+        segments: Vec<SegmentMeta>,
+        from: Lsn,
+        limit: Lsn,
+    ) -> Self {
         // The frame holding `from` lives in the last segment that starts at or before it.
         let index = segments
             .iter()
@@ -48,6 +55,7 @@ impl FrameReader {
             .unwrap_or(0);
         let lsn = segments.get(index).map_or(limit, |s| s.base_lsn);
         FrameReader {
+            env,
             segments,
             index,
             file: None,
@@ -89,7 +97,8 @@ impl FrameReader {
                 self.lsn, meta.base_lsn
             )));
         }
-        let mut file = BufReader::with_capacity(256 << 10, fs::open_read(&meta.path)?);
+        let mut file =
+            BufReader::with_capacity(256 << 10, fs::open_read(self.env.as_ref(), &meta.path)?);
         let mut head = [0u8; SEGMENT_HEADER_LEN];
         let n = fs::read_full(&mut file, &mut head, &meta.path)?;
         let header = SegmentHeader::decode(&head[..n])

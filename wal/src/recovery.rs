@@ -3,28 +3,52 @@
 //!
 //! Segments are scanned in base LSN order; every header and every frame CRC is checked.
 //!
+//! # What a crash can leave behind
+//!
+//! The writer syncs every batch before it publishes it and before it gathers the next one,
+//! and it syncs a segment before it creates the next one (see `writer`). So after a crash,
+//! the only bytes that may differ from what was written are those of the **last batch**,
+//! which was never synced and never acknowledged, and it lies at the end of the newest
+//! segment. The kernel writes that batch's dirty pages back in any order, so it can come
+//! back torn anywhere: cut short, with a bad early frame and a good later one, or with
+//! garbage where a frame should be. A batch spans at most [`MAX_BATCH_BYTES`] of frame
+//! starts: every frame of it starts less than `MAX_BATCH_BYTES` after its first frame.
+//!
+//! # The policy
+//!
 //! - A segment that is not the newest must hold frames up to exactly the next segment's
 //!   base LSN, followed only by zeros. Anything else (a bad frame, garbage after the last
 //!   frame, a gap or overlap between segments, a bad header) is [`WalError::Corrupt`] in
 //!   every mode: those bytes were synced before the next segment was created, so damage
 //!   there is not a crash artefact.
-//! - In the newest segment, a bad or partial frame (or non-zero bytes after the end marker)
-//!   is a torn tail when no valid frame follows it anywhere later in the file: a crash
-//!   mid-write. [`RecoveryMode::TolerateTailCorruption`] cuts the file back to the end of
-//!   the last good frame (`ftruncate` + fsync) and reports the cut bytes;
-//!   [`RecoveryMode::AbsoluteConsistency`] refuses. If a valid frame does follow, the damage
-//!   is in the middle of written data: Corrupt in both modes.
+//! - In the newest segment, let `stop` be the first bad or partial frame (or non-zero bytes
+//!   after the end marker). If every valid-looking frame after `stop` starts less than
+//!   `MAX_BATCH_BYTES` after it, the damage fits inside one unsynced batch: a **torn tail**.
+//!   [`RecoveryMode::TolerateTailCorruption`] cuts the file back to `stop` (`ftruncate` +
+//!   fsync), dropping the later frames too (they belong to the same unacknowledged batch,
+//!   and keeping them would leave a hole in the log), and reports the cut bytes;
+//!   [`RecoveryMode::AbsoluteConsistency`] refuses. If a valid frame starts further away,
+//!   the damage is in the middle of data that was synced: Corrupt in both modes.
 //! - A newest segment whose header is torn and whose body is all zero was never written to
 //!   (a crash while creating it): removed in tolerate mode, Corrupt otherwise. A torn header
 //!   in front of written data is Corrupt in both modes.
+//!
+//! The price of tolerance: bit rot within `MAX_BATCH_BYTES` before the end of the newest
+//! segment is indistinguishable from a torn batch and is cut, not reported. Operators who
+//! would rather stop and look choose `AbsoluteConsistency`. With
+//! [`crate::Durability::UnsafeNoSync`] many batches may be unsynced at a crash; damage
+//! beyond the last one makes `open` refuse (that mode promises nothing after a power loss).
 //!
 //! Recovery never prepares a segment for appending: the writer always starts a brand-new
 //! segment at `end_lsn`, so no byte from an earlier life of a file can reappear as data.
 
 use std::path::{Path, PathBuf};
 
+use crate::env::FileSystem;
 use crate::error::{Result, WalError};
-use crate::format::{decode_frame, Decoded, SegmentHeader, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
+use crate::format::{
+    decode_frame, Decoded, SegmentHeader, FRAME_HEADER_LEN, MAX_BATCH_BYTES, SEGMENT_HEADER_LEN,
+};
 use crate::fs;
 use crate::options::RecoveryMode;
 use crate::segment::{list_segments, SegmentMeta};
@@ -60,8 +84,8 @@ struct Previous {
     end_offset: u64,
 }
 
-pub(crate) fn recover(dir: &Path, mode: RecoveryMode) -> Result<Outcome> {
-    let listed = list_segments(dir)?;
+pub(crate) fn recover(env: &dyn FileSystem, dir: &Path, mode: RecoveryMode) -> Result<Outcome> {
+    let listed = list_segments(env, dir)?;
     let mut kept = Vec::with_capacity(listed.len());
     let mut truncated_bytes = 0;
     let mut next_segment_id = 0;
@@ -71,7 +95,7 @@ pub(crate) fn recover(dir: &Path, mode: RecoveryMode) -> Result<Outcome> {
     for (i, meta) in listed.iter().enumerate() {
         let newest = i + 1 == listed.len();
         let path = &meta.path;
-        let data = fs::read_file(path)?;
+        let data = fs::read_file(env, path)?;
         let header = match SegmentHeader::decode(&data) {
             Ok(header) => header,
             Err(reason) => {
@@ -81,8 +105,8 @@ pub(crate) fn recover(dir: &Path, mode: RecoveryMode) -> Result<Outcome> {
                 if newest && body_unwritten && mode == RecoveryMode::TolerateTailCorruption {
                     tracing::warn!(segment = %path.display(), %reason,
                         "removing the newest segment: its header is torn and nothing was written to it");
-                    fs::remove_file(path)?;
-                    fs::sync_dir(dir)?;
+                    fs::remove_file(env, path)?;
+                    fs::sync_dir(env, dir)?;
                     truncated_bytes += data.len() as u64;
                     continue;
                 }
@@ -138,12 +162,31 @@ pub(crate) fn recover(dir: &Path, mode: RecoveryMode) -> Result<Outcome> {
             if !newest {
                 return Err(WalError::corrupt(path, stop as u64, reason));
             }
-            if let Some(at) = find_valid_frame(&data, stop + 1, meta.base_lsn) {
-                return Err(WalError::corrupt(
-                    path,
-                    stop as u64,
-                    format!("{reason}, yet a valid frame follows at offset {at}"),
-                ));
+            // Frames starting within one batch of `stop` are cut with it; only a valid
+            // frame further away proves the damage is in synced data.
+            let beyond_batch = stop.saturating_add(MAX_BATCH_BYTES as usize);
+            match find_valid_frame(&data, beyond_batch, meta.base_lsn) {
+                Probe::Found(at) => {
+                    return Err(WalError::corrupt(
+                        path,
+                        stop as u64,
+                        format!(
+                            "{reason}, yet a valid frame follows at offset {at}, \
+                             beyond what one unsynced batch can span"
+                        ),
+                    ));
+                }
+                Probe::GaveUp(at) => {
+                    return Err(WalError::corrupt(
+                        path,
+                        stop as u64,
+                        format!(
+                            "{reason}; non-zero data follows more than one batch later \
+                             (probing for frames gave up at offset {at})"
+                        ),
+                    ));
+                }
+                Probe::NotFound => {}
             }
             if mode == RecoveryMode::AbsoluteConsistency {
                 return Err(WalError::corrupt(
@@ -155,7 +198,7 @@ pub(crate) fn recover(dir: &Path, mode: RecoveryMode) -> Result<Outcome> {
             let cut = (data.len() - stop) as u64;
             tracing::warn!(segment = %path.display(), offset = stop, cut, %reason,
                 "cutting a torn tail back to the last good frame");
-            fs::truncate(path, stop as u64)?;
+            fs::truncate(env, path, stop as u64)?;
             truncated_bytes += cut;
         }
 
@@ -222,22 +265,52 @@ fn scan_frames(data: &[u8], base_lsn: Lsn) -> Scan {
     }
 }
 
+/// Bytes of CRC work a probe may spend before it gives up (a garbage header can claim a
+/// long payload, and every byte position is a candidate).
+const PROBE_BUDGET_BYTES: u64 = 1 << 30;
+
+/// Outcome of probing for a valid frame.
+enum Probe {
+    Found(usize),
+    NotFound,
+    /// The CRC budget ran out at this offset: undecided.
+    GaveUp(usize),
+}
+
 /// Offset of the first valid frame at or after `from`, probing every byte position (the
 /// CRC covers the LSN, so a frame only validates where it was written). Zero runs are
 /// skipped: a frame header always has a non-zero byte.
-fn find_valid_frame(data: &[u8], from: usize, base_lsn: Lsn) -> Option<usize> {
+fn find_valid_frame(data: &[u8], from: usize, base_lsn: Lsn) -> Probe {
     let mut at = from;
+    let mut spent: u64 = 0;
     while at + FRAME_HEADER_LEN <= data.len() {
-        let non_zero = at + first_non_zero(&data[at..])?;
+        let Some(non_zero) = first_non_zero(&data[at..]) else {
+            return Probe::NotFound;
+        };
         // A header containing the byte at `non_zero` starts at most 8 bytes before it.
-        at = at.max(non_zero.saturating_sub(FRAME_HEADER_LEN - 1));
+        at = at.max((at + non_zero).saturating_sub(FRAME_HEADER_LEN - 1));
+        if at + FRAME_HEADER_LEN > data.len() {
+            break;
+        }
+        let claimed = u64::from(u32::from_le_bytes([
+            data[at],
+            data[at + 1],
+            data[at + 2],
+            data[at + 3],
+        ]));
+        if (at + FRAME_HEADER_LEN) as u64 + claimed <= data.len() as u64 {
+            spent += claimed;
+            if spent > PROBE_BUDGET_BYTES {
+                return Probe::GaveUp(at);
+            }
+        }
         let lsn = base_lsn + (at - SEGMENT_HEADER_LEN) as u64;
         if matches!(decode_frame(&data[at..], lsn), Decoded::Frame { .. }) {
-            return Some(at);
+            return Probe::Found(at);
         }
         at += 1;
     }
-    None
+    Probe::NotFound
 }
 
 fn first_non_zero(bytes: &[u8]) -> Option<usize> {

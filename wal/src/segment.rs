@@ -4,10 +4,10 @@
 //! recovery can rely on "a segment exists ⇒ every earlier segment was sealed and synced"
 //! (the writer syncs a segment before it creates the next one).
 
-use std::fs::File;
 use std::io::IoSlice;
 use std::path::{Path, PathBuf};
 
+use crate::env::{FileSystem, WritableFile};
 use crate::error::Result;
 use crate::format::{SegmentHeader, SEGMENT_HEADER_LEN};
 use crate::fs;
@@ -40,8 +40,8 @@ pub(crate) fn parse_segment_name(name: &str) -> Option<Lsn> {
 }
 
 /// The segments in `dir`, in base LSN order.
-pub(crate) fn list_segments(dir: &Path) -> Result<Vec<SegmentMeta>> {
-    let mut segments: Vec<SegmentMeta> = fs::list_dir(dir)?
+pub(crate) fn list_segments(env: &dyn FileSystem, dir: &Path) -> Result<Vec<SegmentMeta>> {
+    let mut segments: Vec<SegmentMeta> = fs::list_dir(env, dir)?
         .into_iter()
         .filter_map(|path| {
             let base_lsn = parse_segment_name(path.file_name()?.to_str()?)?;
@@ -54,7 +54,7 @@ pub(crate) fn list_segments(dir: &Path) -> Result<Vec<SegmentMeta>> {
 
 /// The segment the writer appends to. Only the writer thread holds one.
 pub(crate) struct ActiveSegment {
-    file: File,
+    file: Box<dyn WritableFile>,
     meta: SegmentMeta,
     /// LSN just past the last byte this file can hold.
     limit_lsn: Lsn,
@@ -67,6 +67,7 @@ impl ActiveSegment {
     /// `segment_bytes` or to hold `first_frame_bytes`, whichever is larger, and makes it
     /// durable. A half-created file is removed again.
     pub(crate) fn create(
+        env: &dyn FileSystem,
         dir: &Path,
         segment_id: u64,
         base_lsn: Lsn,
@@ -80,16 +81,16 @@ impl ActiveSegment {
             base_lsn,
         }
         .encode();
-        let created = fs::create_preallocated(&path, file_len).and_then(|mut file| {
-            fs::write_all(&mut file, &header, &path)?;
-            fs::sync_data(&file, &path)?;
-            fs::sync_dir(dir)?;
+        let created = fs::create_preallocated(env, &path, file_len).and_then(|mut file| {
+            fs::write_all_at(file.as_mut(), &mut [IoSlice::new(&header)], 0, &path)?;
+            fs::sync_data(file.as_mut(), &path)?;
+            fs::sync_dir(env, dir)?;
             Ok(file)
         });
         let file = match created {
             Ok(file) => file,
             Err(e) => {
-                if let Err(cleanup) = fs::remove_file(&path) {
+                if let Err(cleanup) = fs::remove_file(env, &path) {
                     tracing::warn!(error = %cleanup, "could not remove half-created segment");
                 }
                 return Err(e);
@@ -113,10 +114,12 @@ impl ActiveSegment {
         end_lsn <= self.limit_lsn
     }
 
-    /// Writes frames that start at the current position and end at `end_lsn`.
+    /// Writes frames that start at [`ActiveSegment::next_lsn`] and end at `end_lsn`. On
+    /// error nothing counts as written: a retry rewrites the same bytes at the same offset.
     pub(crate) fn write(&mut self, bufs: &mut [IoSlice<'_>], end_lsn: Lsn) -> Result<()> {
         debug_assert!(self.fits(end_lsn));
-        fs::write_all_vectored(&mut self.file, bufs, &self.meta.path)?;
+        let offset = SEGMENT_HEADER_LEN as u64 + (self.next_lsn - self.meta.base_lsn);
+        fs::write_all_at(self.file.as_mut(), bufs, offset, &self.meta.path)?;
         self.next_lsn = end_lsn;
         Ok(())
     }
@@ -126,8 +129,8 @@ impl ActiveSegment {
         self.next_lsn
     }
 
-    pub(crate) fn sync(&self) -> Result<()> {
-        fs::sync_data(&self.file, &self.meta.path)
+    pub(crate) fn sync(&mut self) -> Result<()> {
+        fs::sync_data(self.file.as_mut(), &self.meta.path)
     }
 }
 

@@ -1,10 +1,11 @@
 //! State shared between the [`crate::Wal`] handles and the writer thread: the published
-//! [`DurableState`], the sticky failure, the list of segments on disk and the semaphore that
-//! bounds queued bytes.
+//! [`DurableState`], the sticky failure, the full-disk stall, the list of segments on disk
+//! and the semaphore that bounds queued bytes.
 //!
 //! The writer thread is the only publisher of `DurableState` (it owns the
 //! `watch::Sender`); when it exits, receivers see the channel closed and keep the last value.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use tokio::sync::Semaphore;
@@ -63,9 +64,46 @@ pub(crate) struct Shared {
     pub failure: OnceLock<Failure>,
     /// One permit per byte that may be queued but not yet written.
     pub queue: Arc<Semaphore>,
+    /// Set while the writer holds a batch because the disk is full (a fast check for
+    /// `append`); `stall` says why.
+    pub stalled: AtomicBool,
+    pub stall: Mutex<Option<String>>,
 }
 
 impl Shared {
+    pub(crate) fn new(segments: Vec<SegmentMeta>, queue_permits: usize) -> Self {
+        Shared {
+            segments: Mutex::new(segments),
+            failure: OnceLock::new(),
+            queue: Arc::new(Semaphore::new(queue_permits)),
+            stalled: AtomicBool::new(false),
+            stall: Mutex::new(None),
+        }
+    }
+
+    pub(crate) fn is_stalled(&self) -> bool {
+        self.stalled.load(Ordering::Acquire)
+    }
+
+    /// Only the writer calls this.
+    pub(crate) fn set_stalled(&self, reason: Option<String>) {
+        let mut stall = lock(&self.stall);
+        self.stalled.store(reason.is_some(), Ordering::Release);
+        *stall = reason;
+    }
+
+    /// The error new work gets: the final failure, else the full-disk stall.
+    pub(crate) fn refusal(&self) -> Option<WalError> {
+        if let Some(e) = self.failure_error() {
+            return Some(e);
+        }
+        if self.is_stalled() {
+            let context = lock(&self.stall).clone()?;
+            return Some(WalError::NoSpace { context });
+        }
+        None
+    }
+
     pub(crate) fn failure_error(&self) -> Option<WalError> {
         self.failure.get().map(Failure::to_error)
     }

@@ -9,12 +9,13 @@
 use std::fmt;
 use std::fs::File;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use crossbeam_channel::Sender;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
+use crate::env::{DefaultFileSystem, FileSystem};
 use crate::error::{Result, WalError};
 use crate::format::{frame_len, is_end_marker_frame};
 use crate::fs;
@@ -57,6 +58,7 @@ pub struct Wal {
 }
 
 struct Inner {
+    env: Arc<dyn FileSystem>,
     dir: PathBuf,
     id: String,
     shared: Arc<Shared>,
@@ -82,41 +84,51 @@ impl Wal {
     /// according to `opts.recovery`, creates a fresh segment at the recovered end and starts
     /// the group-commit thread.
     pub fn open(opts: WalOptions) -> Result<(Wal, Recovered)> {
+        Self::open_with_fs(opts, Arc::new(DefaultFileSystem))
+    }
+
+    /// [`Wal::open`] on the file system `env` (see [`crate::env`]): tests pass one that
+    /// injects faults. The directory lock and the `wal-id` file always use `std`.
+    pub fn open_with_fs(opts: WalOptions, env: Arc<dyn FileSystem>) -> Result<(Wal, Recovered)> {
         opts.sanitize()?;
         let dir = opts.dir.clone();
         fs::create_dir_all(&dir)?;
         let dir_lock = fs::lock_dir(&dir)?;
-        let has_segments = !list_segments(&dir)?.is_empty();
+        let has_segments = !list_segments(env.as_ref(), &dir)?.is_empty();
         let id = identity::load_or_create(&dir, has_segments)?;
         let Outcome {
             recovered,
             mut segments,
             next_segment_id,
-        } = recovery::recover(&dir, opts.recovery)?;
+        } = recovery::recover(env.as_ref(), &dir, opts.recovery)?;
 
         let end = recovered.end_lsn;
         // A kept segment starting at the end holds no frame: it is recreated from scratch.
         if segments.last().is_some_and(|s| s.base_lsn == end) {
             segments.pop();
         }
-        let active = ActiveSegment::create(&dir, next_segment_id, end, opts.segment_bytes, 0)?;
+        let active = ActiveSegment::create(
+            env.as_ref(),
+            &dir,
+            next_segment_id,
+            end,
+            opts.segment_bytes,
+            0,
+        )?;
         segments.push(active.meta().clone());
 
         let max_permits = opts
             .max_queued_bytes
             .min(u32::MAX as usize)
             .min(Semaphore::MAX_PERMITS);
-        let shared = Arc::new(Shared {
-            segments: Mutex::new(segments),
-            failure: OnceLock::new(),
-            queue: Arc::new(Semaphore::new(max_permits)),
-        });
+        let shared = Arc::new(Shared::new(segments, max_permits));
         let (state_tx, state_rx) = watch::channel(DurableState {
             durable: end,
             failed: None,
         });
         let (tx, rx) = crossbeam_channel::unbounded();
         let handle = Writer {
+            env: Arc::clone(&env),
             dir: dir.clone(),
             rx,
             state: state_tx,
@@ -126,11 +138,13 @@ impl Wal {
             segment_bytes: opts.segment_bytes,
             durability: opts.durability,
             unsynced: false,
+            deferred: Default::default(),
         }
         .spawn()?;
 
         let wal = Wal {
             inner: Arc::new(Inner {
+                env,
                 dir,
                 id,
                 shared,
@@ -157,12 +171,18 @@ impl Wal {
     pub fn read_from(&self, from: Lsn) -> Result<impl Iterator<Item = Result<Frame>> + Send> {
         let limit = self.durable_lsn();
         let segments = lock(&self.inner.shared.segments).clone();
-        Ok(FrameReader::new(segments, from, limit))
+        Ok(FrameReader::new(
+            Arc::clone(&self.inner.env),
+            segments,
+            from,
+            limit,
+        ))
     }
 
     /// Waits until `bytes` more bytes may be queued (a request larger than
     /// `max_queued_bytes` waits for the whole queue to be empty). `bytes` is the payload
-    /// size about to be appended. Fails once the log is closed or failed.
+    /// size about to be appended. Fails once the log is closed or failed, and with
+    /// [`WalError::NoSpace`] while the disk is full (see [`Wal::no_space`]).
     pub async fn reserve(&self, bytes: usize) -> Result<Reservation> {
         self.inner.check_open()?;
         let permits = u32::try_from(bytes.min(self.inner.max_permits)).unwrap_or(u32::MAX);
@@ -177,7 +197,8 @@ impl Wal {
 
     /// Queues one frame without blocking and returns its END lsn: the frame is durable once
     /// [`Wal::durable_lsn`] reaches that value. LSNs follow the order of `append` calls.
-    /// Refuses a payload over `u32::MAX` bytes and the reserved kind-0 empty frame.
+    /// Refuses a payload over `u32::MAX` bytes and the reserved kind-0 empty frame, and
+    /// fails with [`WalError::NoSpace`] while the disk is full.
     pub fn append(&self, reservation: Reservation, kind: u8, payload: Vec<u8>) -> Result<Lsn> {
         if is_end_marker_frame(kind, &payload) {
             return Err(WalError::InvalidArgument(
@@ -192,7 +213,7 @@ impl Wal {
                 u32::MAX
             )));
         }
-        if let Some(e) = self.inner.shared.failure_error() {
+        if let Some(e) = self.inner.shared.refusal() {
             return Err(e);
         }
         let len = frame_len(payload.len());
@@ -214,6 +235,16 @@ impl Wal {
         drop(enqueue);
         metrics::gauge!("sluice_wal_queued_bytes").increment(len as f64);
         Ok(lsn + len)
+    }
+
+    /// Why the writer is holding a batch, while the disk is full: `reserve` and `append`
+    /// fail with [`WalError::NoSpace`] meanwhile; frames already appended wait (they are
+    /// acknowledged once space returns and they are synced). `None` when writing normally.
+    pub fn no_space(&self) -> Option<String> {
+        if !self.inner.shared.is_stalled() {
+            return None;
+        }
+        lock(&self.inner.shared.stall).clone()
     }
 
     /// Every frame ending at or below this LSN is durable.
@@ -255,7 +286,9 @@ impl Wal {
         let mut removed = 0;
         let mut outcome = Ok(());
         for meta in &segments[..candidates] {
-            outcome = fs::remove_file(&meta.path).and_then(|()| fs::sync_dir(&self.inner.dir));
+            let env = self.inner.env.as_ref();
+            outcome =
+                fs::remove_file(env, &meta.path).and_then(|()| fs::sync_dir(env, &self.inner.dir));
             if outcome.is_err() {
                 break;
             }
@@ -286,7 +319,7 @@ impl fmt::Debug for Wal {
 
 impl Inner {
     fn check_open(&self) -> Result<()> {
-        if let Some(e) = self.shared.failure_error() {
+        if let Some(e) = self.shared.refusal() {
             return Err(e);
         }
         if lock(&self.enqueue).tx.is_none() {

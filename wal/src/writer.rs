@@ -20,29 +20,43 @@
 //! beside an unsynced earlier one), and creates the next segment with `base_lsn` = that
 //! frame's LSN.
 //!
-//! Failure: the first write, sync or create error is final. The writer records it, publishes
-//! `DurableState::failed`, closes the queue semaphore (waking every `reserve`), and from then
-//! on only drains and drops commands. It never retries an `fdatasync`: after a failed sync
-//! the kernel may have dropped the dirty pages, so a later success would prove nothing.
+//! Failure: the first sync error, and the first write or create error other than a full
+//! disk, is final. The writer records it, publishes `DurableState::failed`, closes the queue
+//! semaphore (waking every `reserve`), and from then on only drains and drops commands. It
+//! never retries an `fdatasync`: after a failed sync the kernel may have dropped the dirty
+//! pages, so a later success would prove nothing (an `ENOSPC` from `fdatasync` is final too).
+//!
+//! A full disk (`ENOSPC`/`EDQUOT` from a write or from creating the next segment) is not
+//! final: nothing was synced, so nothing was lost. The writer keeps the batch, marks the
+//! log stalled (new `reserve`/`append` calls fail fast with [`WalError::NoSpace`], the
+//! server's `RESOURCE_EXHAUSTED`), and retries the same writes at the same offsets with a
+//! backoff from [`NO_SPACE_RETRY_MIN`] to [`NO_SPACE_RETRY_MAX`]: the one place the writer
+//! waits on a clock, because no event announces that space came back. The frames of the
+//! held batch are acknowledged only once written and synced; a close during the stall
+//! gives them up (they were never acknowledged) and returns `NoSpace`.
 
+use std::collections::VecDeque;
 use std::io::IoSlice;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use tokio::sync::{watch, OwnedSemaphorePermit};
 
+use crate::env::FileSystem;
 use crate::error::{Result, WalError};
-use crate::format::{frame_len, FrameHeader, FRAME_HEADER_LEN};
+use crate::format::{frame_len, FrameHeader, FRAME_HEADER_LEN, MAX_BATCH_BYTES};
 use crate::options::Durability;
 use crate::segment::ActiveSegment;
 use crate::state::{lock, DurableState, Failure, Shared};
 use crate::Lsn;
 
-/// A batch stops gathering once it holds this many bytes (a single larger frame still goes).
-const MAX_BATCH_BYTES: u64 = 4 << 20;
+/// First wait before retrying a write that hit a full disk; doubles up to the maximum.
+pub(crate) const NO_SPACE_RETRY_MIN: Duration = Duration::from_millis(10);
+/// Longest wait between two retries on a full disk.
+pub(crate) const NO_SPACE_RETRY_MAX: Duration = Duration::from_millis(500);
 
 /// One frame on its way to disk, holding the queued-bytes permits of its reservation.
 pub(crate) struct Pending {
@@ -67,6 +81,7 @@ pub(crate) enum Command {
 }
 
 pub(crate) struct Writer {
+    pub env: Arc<dyn FileSystem>,
     pub dir: PathBuf,
     pub rx: Receiver<Command>,
     pub state: watch::Sender<DurableState>,
@@ -77,6 +92,8 @@ pub(crate) struct Writer {
     pub durability: Durability,
     /// Bytes written to the active segment since its last `fdatasync`.
     pub unsynced: bool,
+    /// Commands received while waiting for space, served before the channel.
+    pub deferred: VecDeque<Command>,
 }
 
 impl Writer {
@@ -89,21 +106,30 @@ impl Writer {
 
     fn run(mut self) {
         loop {
-            let Ok(first) = self.rx.recv() else {
+            let Some(first) = self.deferred.pop_front().or_else(|| self.rx.recv().ok()) else {
                 // Every handle is gone without a close: still leave the log synced.
                 if let Err(e) = self.finish() {
                     tracing::warn!(error = %e, "WAL writer stopped after a failure");
                 }
                 return;
             };
-            let (batch, close) = self.gather(first);
+            let (batch, mut close) = self.gather(first);
+            let mut gave_up = None;
             if !batch.is_empty() {
-                self.commit(&batch);
+                if let Some((reply, no_space)) = self.commit(&batch, close.is_some()) {
+                    close = close.or(reply);
+                    gave_up = Some(no_space);
+                }
             }
             release(batch);
             if let Some(reply) = close {
+                let finished = self.finish();
+                let result = match gave_up {
+                    Some(no_space) => finished.and(Err(no_space)),
+                    None => finished,
+                };
                 // The handle waiting for this reply may itself be gone; nothing to do then.
-                let _ = reply.send(self.finish());
+                let _ = reply.send(result);
                 return;
             }
         }
@@ -111,7 +137,7 @@ impl Writer {
 
     /// The first command plus everything already queued behind it, up to the byte cap or a
     /// close command.
-    fn gather(&self, first: Command) -> (Vec<Pending>, Option<Sender<Result<()>>>) {
+    fn gather(&mut self, first: Command) -> (Vec<Pending>, Option<Sender<Result<()>>>) {
         let mut batch = Vec::new();
         let mut bytes = 0;
         let mut next = Some(first);
@@ -124,18 +150,53 @@ impl Writer {
                 Command::Close(reply) => return (batch, Some(reply)),
             }
             if bytes < MAX_BATCH_BYTES {
-                next = self.rx.try_recv().ok();
+                next = self
+                    .deferred
+                    .pop_front()
+                    .or_else(|| self.rx.try_recv().ok());
             }
         }
         (batch, None)
     }
 
     /// Writes, syncs and publishes one batch; records a failure instead of returning it.
-    fn commit(&mut self, batch: &[Pending]) {
+    /// Waits out a full disk, unless the log is `closing`: then, or if a close command
+    /// arrives meanwhile, gives the batch up and returns the error for the close (with the
+    /// close command, if it arrived while waiting).
+    fn commit(
+        &mut self,
+        batch: &[Pending],
+        closing: bool,
+    ) -> Option<(Option<Sender<Result<()>>>, WalError)> {
         if self.shared.failure.get().is_some() {
-            return;
+            return None;
         }
-        let written = self.write_batch(batch).and_then(|()| {
+        let mut backoff = NO_SPACE_RETRY_MIN;
+        let mut written = self.write_batch(batch);
+        while let Err(WalError::NoSpace { context }) = &written {
+            if !self.shared.is_stalled() {
+                tracing::error!(%context, "WAL disk full: holding the batch until space returns");
+                metrics::counter!("sluice_wal_no_space_stalls_total").increment(1);
+            }
+            let error = || WalError::NoSpace {
+                context: context.clone(),
+            };
+            if closing {
+                return Some((None, error()));
+            }
+            self.shared.set_stalled(Some(context.clone()));
+            if let Some(reply) = self.wait_or_close(backoff) {
+                self.shared.set_stalled(None);
+                return Some((Some(reply), error()));
+            }
+            backoff = (backoff * 2).min(NO_SPACE_RETRY_MAX);
+            written = self.write_batch(batch);
+        }
+        if self.shared.is_stalled() {
+            tracing::info!("WAL disk has space again: writing resumed");
+            self.shared.set_stalled(None);
+        }
+        let written = written.and_then(|()| {
             if self.durability == Durability::Fsync {
                 self.sync()?;
             }
@@ -153,10 +214,35 @@ impl Writer {
             }
             Err(e) => self.fail(e),
         }
+        None
     }
 
+    /// Sleeps for `wait` while still taking commands; returns a close command at once.
+    fn wait_or_close(&mut self, wait: Duration) -> Option<Sender<Result<()>>> {
+        let deadline = Instant::now() + wait;
+        loop {
+            match self.rx.recv_deadline(deadline) {
+                Ok(Command::Close(reply)) => return Some(reply),
+                Ok(command) => self.deferred.push_back(command),
+                Err(RecvTimeoutError::Timeout) => return None,
+                // Every handle is gone (each closes first, so this is not expected): keep
+                // retrying on the clock alone.
+                Err(RecvTimeoutError::Disconnected) => {
+                    std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// Writes the frames of `batch` not yet written (a retry after a full disk resumes
+    /// where the last attempt stopped).
     fn write_batch(&mut self, batch: &[Pending]) -> Result<()> {
-        let mut start = 0;
+        let written_to = self.active.next_lsn();
+        let mut start = batch
+            .iter()
+            .position(|p| p.lsn >= written_to)
+            .unwrap_or(batch.len());
         while let Some(first) = batch.get(start) {
             if first.lsn != self.active.next_lsn() {
                 return Err(WalError::Failed(format!(
@@ -204,6 +290,7 @@ impl Writer {
     fn rotate(&mut self, base_lsn: Lsn, first_frame_bytes: u64) -> Result<()> {
         self.sync()?;
         let next = ActiveSegment::create(
+            self.env.as_ref(),
             &self.dir,
             self.next_segment_id,
             base_lsn,

@@ -1,15 +1,21 @@
 //! [`RecordBatchBuilder`]: the open batch of one table (or stream), fed record by record
 //! from protobuf or JSON and frozen into an Arrow `RecordBatch`.
 //!
-//! Contract: an append that returns `Err` leaves the builder exactly as it was. Each record
-//! is decoded into a per-record value tree and validated completely (NOT NULL, duplicate map
-//! keys) before the first Arrow builder is touched; the append step itself cannot fail.
+//! Contract: an append that returns `Err` leaves the builder exactly as it was.
+//!
+//! Two strategies keep it:
+//! - flat tables (every column a scalar), protobuf records: one pass straight into the
+//!   columns (`flat`); a failed record cuts every column back to the batch's row count;
+//! - otherwise (nested columns, and every JSON record): the record is decoded into a
+//!   per-record value tree and validated completely (NOT NULL, duplicate map keys) before
+//!   the first Arrow builder is touched; the append step itself cannot fail.
 
-use arrow_array::{RecordBatch, StructArray};
+use arrow_array::{ArrayRef, RecordBatch, StructArray};
 use arrow_schema::{Fields, SchemaRef};
 
 use crate::builders::ColumnBuilder;
 use crate::error::{DecodeError, DecodeErrorKind};
+use crate::flat::FlatColumns;
 use crate::json_decode::{self, JsonPlan};
 use crate::plan::{schema_id, ProtoPlan};
 use crate::schema::TableSchema;
@@ -18,13 +24,22 @@ use crate::value::{finalize, Value};
 /// Bound on a batch's size measure: Arrow's 32-bit offsets must not overflow.
 const MAX_BATCH_WEIGHT: usize = i32::MAX as usize;
 
+/// How the columns are built.
+#[derive(Debug)]
+enum Columns {
+    /// Every column a scalar: single-pass protobuf appends.
+    Flat(FlatColumns),
+    /// Arrow builders fed from the value tree.
+    Nested(Vec<ColumnBuilder>),
+}
+
 /// Accumulates records as Arrow columns.
 #[derive(Debug)]
 pub struct RecordBatchBuilder {
     schema: TableSchema,
     arrow_schema: SchemaRef,
     fields: Fields,
-    columns: Vec<ColumnBuilder>,
+    columns: Columns,
     json: JsonPlan,
     schema_id: u64,
     len: usize,
@@ -41,11 +56,16 @@ impl RecordBatchBuilder {
             schema: schema.clone(),
             fields: arrow_schema.fields().clone(),
             arrow_schema,
-            columns: schema
-                .columns
-                .iter()
-                .map(|c| ColumnBuilder::new(&c.data_type))
-                .collect(),
+            columns: match FlatColumns::new(&schema.columns) {
+                Some(flat) => Columns::Flat(flat),
+                None => Columns::Nested(
+                    schema
+                        .columns
+                        .iter()
+                        .map(|c| ColumnBuilder::new(&c.data_type))
+                        .collect(),
+                ),
+            },
             json: JsonPlan::new(&schema.columns),
             schema_id: schema_id(schema),
             len: 0,
@@ -60,6 +80,12 @@ impl RecordBatchBuilder {
         }
         let weight = record.len().saturating_mul(plan.amplification);
         self.check_weight(weight)?;
+        if let Columns::Flat(flat) = &mut self.columns {
+            flat.append_proto(plan, record)?;
+            self.len += 1;
+            self.weight += weight;
+            return Ok(());
+        }
         let mut slots = crate::proto_decode::decode_record(plan, record)?;
         finalize(&self.schema.columns, &mut slots, Some(0))?;
         self.commit(&slots, weight);
@@ -85,8 +111,13 @@ impl RecordBatchBuilder {
 
     /// The append step: cannot fail.
     fn commit(&mut self, slots: &[Value<'_>], weight: usize) {
-        for (builder, value) in self.columns.iter_mut().zip(slots) {
-            builder.append(value);
+        match &mut self.columns {
+            Columns::Flat(flat) => flat.append_values(slots),
+            Columns::Nested(builders) => {
+                for (builder, value) in builders.iter_mut().zip(slots) {
+                    builder.append(value);
+                }
+            }
         }
         self.len += 1;
         self.weight += weight;
@@ -108,7 +139,10 @@ impl RecordBatchBuilder {
         let rows = self.len;
         self.len = 0;
         self.weight = 0;
-        let arrays: Vec<_> = self.columns.iter_mut().map(ColumnBuilder::finish).collect();
+        let arrays: Vec<ArrayRef> = match &mut self.columns {
+            Columns::Flat(flat) => flat.finish(),
+            Columns::Nested(builders) => builders.iter_mut().map(ColumnBuilder::finish).collect(),
+        };
         if arrays.is_empty() {
             return RecordBatch::from(StructArray::new_empty_fields(rows, None));
         }

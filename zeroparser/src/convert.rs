@@ -5,7 +5,6 @@ use std::borrow::Cow;
 
 use crate::error::DecodeErrorKind;
 use crate::schema::ColumnType;
-use crate::value::Value;
 
 /// A scalar column type as the target of a decoded value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,7 +79,7 @@ impl Target {
 }
 
 /// Range-checks an integer for an integer-valued target.
-pub(crate) fn int_value(value: i128, target: Target) -> Result<Value<'static>, DecodeErrorKind> {
+pub(crate) fn int_value(value: i128, target: Target) -> Result<i64, DecodeErrorKind> {
     let (min, max) = target.int_range().unwrap_or((i64::MIN, i64::MAX));
     if value < i128::from(min) || value > i128::from(max) {
         return Err(DecodeErrorKind::OutOfRange {
@@ -88,11 +87,11 @@ pub(crate) fn int_value(value: i128, target: Target) -> Result<Value<'static>, D
             target: target.name(),
         });
     }
-    Ok(Value::Int(i64::try_from(value).unwrap_or_default()))
+    Ok(i64::try_from(value).unwrap_or_default())
 }
 
 /// Narrows a double to FLOAT; finite values beyond f32's range are out of range.
-pub(crate) fn float_value(value: f64) -> Result<Value<'static>, DecodeErrorKind> {
+pub(crate) fn float_value(value: f64) -> Result<f32, DecodeErrorKind> {
     let narrowed = value as f32;
     if value.is_finite() && !narrowed.is_finite() {
         return Err(DecodeErrorKind::OutOfRange {
@@ -100,7 +99,7 @@ pub(crate) fn float_value(value: f64) -> Result<Value<'static>, DecodeErrorKind>
             target: Target::Float.name(),
         });
     }
-    Ok(Value::Float(narrowed))
+    Ok(narrowed)
 }
 
 /// Checks that `text` is one JSON value and returns it without insignificant whitespace
@@ -157,7 +156,7 @@ mod tests {
 
     #[test]
     fn integers_outside_the_target_range_are_rejected() {
-        assert_eq!(int_value(127, Target::TinyInt), Ok(Value::Int(127)));
+        assert_eq!(int_value(127, Target::TinyInt), Ok(127));
         assert_eq!(
             int_value(300, Target::TinyInt),
             Err(DecodeErrorKind::OutOfRange {
@@ -192,7 +191,7 @@ mod tests {
     #[test]
     fn doubles_too_large_for_float_are_out_of_range() {
         assert!(float_value(1e300).is_err());
-        assert_eq!(float_value(1.5), Ok(Value::Float(1.5)));
-        assert!(matches!(float_value(f64::INFINITY), Ok(Value::Float(f)) if f.is_infinite()));
+        assert_eq!(float_value(1.5), Ok(1.5));
+        assert!(matches!(float_value(f64::INFINITY), Ok(f) if f.is_infinite()));
     }
 }

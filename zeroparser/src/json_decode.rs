@@ -334,9 +334,11 @@ impl ValueSeed<'_> {
 
     fn integer<'de, E: de::Error>(self, value: i128) -> Result<Value<'de>, E> {
         let converted = match self.target() {
-            Some(Target::Float) => float_value(value as f64),
+            Some(Target::Float) => float_value(value as f64).map(Value::Float),
             Some(Target::Double) => Ok(Value::Double(value as f64)),
-            Some(target) if target.int_range().is_some() => int_value(value, target),
+            Some(target) if target.int_range().is_some() => {
+                int_value(value, target).map(Value::Int)
+            }
             _ => return Err(wrong_type(self.side, self.kind_name(), "number")),
         };
         converted.map_err(|kind| fail_kind(self.side, kind))
@@ -376,7 +378,7 @@ fn string_value(target: Target, text: Cow<'_, str>) -> Result<Value<'_>, DecodeE
                     expected: "integer",
                     found: "string that is not an integer",
                 })?;
-            int_value(value, target)
+            int_value(value, target).map(Value::Int)
         }
         Target::Float | Target::Double => {
             let value = match text.as_ref() {
@@ -391,7 +393,7 @@ fn string_value(target: Target, text: Cow<'_, str>) -> Result<Value<'_>, DecodeE
                 )?,
             };
             if target == Target::Float {
-                float_value(value)
+                float_value(value).map(Value::Float)
             } else {
                 Ok(Value::Double(value))
             }
@@ -458,7 +460,9 @@ impl<'de> Visitor<'de> for ValueSeed<'_> {
 
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
         match self.target() {
-            Some(Target::Float) => float_value(v).map_err(|kind| fail_kind(self.side, kind)),
+            Some(Target::Float) => float_value(v)
+                .map(Value::Float)
+                .map_err(|kind| fail_kind(self.side, kind)),
             Some(Target::Double) => Ok(Value::Double(v)),
             // An integral number written with a fraction or exponent (`3.0`, `1e3`).
             Some(target) if target.int_range().is_some() => {

@@ -8,6 +8,9 @@
 //! ProtoPlan::compile(descriptor, &schema)   once per stream      descriptor, plan, proto_scalar
 //!   ▼
 //! RecordBatchBuilder::append_proto / append_json, per record     batch
+//!   │  flat tables, protobuf: one pass, no allocation            wire, visit, flat
+//!   │    (ProtoPlan::visit → columns; a failed record is cut back)
+//!   │  otherwise:
 //!   │  1. decode into a per-record value tree (borrows input)    wire, proto_decode, json_decode
 //!   │  2. validate it (NOT NULL, duplicate map keys)             value, convert, text_formats
 //!   │  3. append to the Arrow builders (cannot fail)             builders
@@ -24,6 +27,8 @@ mod builders;
 mod convert;
 mod descriptor;
 mod error;
+mod fast_field;
+mod flat;
 mod json_decode;
 mod path;
 mod plan;
@@ -33,6 +38,7 @@ mod schema;
 mod schema_text;
 mod text_formats;
 mod value;
+mod visit;
 mod wire;
 
 pub use batch::RecordBatchBuilder;
@@ -40,4 +46,5 @@ pub use error::{DecodeError, DecodeErrorKind, SchemaError, WireType};
 pub use path::{FieldPath, Segment};
 pub use plan::ProtoPlan;
 pub use schema::{Column, ColumnType, TableSchema, MAX_DEPTH};
+pub use visit::{Scalar, Visitor};
 pub use wire::MAX_DEPTH as MAX_RECORD_DEPTH;

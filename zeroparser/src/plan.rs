@@ -17,6 +17,7 @@ use prost_types::{DescriptorProto, FieldDescriptorProto};
 use crate::convert::Target;
 use crate::descriptor::{decode_descriptor, TypeRegistry};
 use crate::error::SchemaError;
+use crate::fast_field::FastEntry;
 use crate::path::{FieldPath, Segment};
 use crate::proto_scalar::{EnumNames, ProtoKind, ScalarPlan};
 use crate::schema::{find_column, Column, ColumnType, TableSchema, MAX_DEPTH};
@@ -51,6 +52,8 @@ pub(crate) struct MessagePlan {
     pub(crate) repeated_slots: Vec<(usize, bool)>,
     dense: Vec<u32>,
     sparse: Vec<(u32, u32)>,
+    /// The fast table, indexed by field number (see `fast_field`).
+    pub(crate) fast: Vec<FastEntry>,
 }
 
 /// One descriptor field and the column slot it fills.
@@ -252,7 +255,16 @@ impl<'d> Compiler<'_, 'd> {
             })
             .collect();
         let (dense, sparse) = lookup_tables(&numbers);
+        let mut fast = vec![FastEntry::NONE; dense.len()];
+        for (number, index) in &numbers {
+            if let (Some(entry), Some(field)) =
+                (fast.get_mut(*number as usize), fields.get(*index as usize))
+            {
+                *entry = FastEntry::of(field);
+            }
+        }
         Ok(MessagePlan {
+            fast,
             fields,
             slot_count: columns.len(),
             oneofs,

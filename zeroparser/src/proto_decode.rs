@@ -16,7 +16,7 @@ use crate::wire::{Reader, MAX_DEPTH};
 
 /// Decodes `record` into one slot per top-level column.
 pub(crate) fn decode_record<'a>(
-    plan: &ProtoPlan,
+    plan: &'a ProtoPlan,
     record: &'a [u8],
 ) -> Result<Vec<Value<'a>>, DecodeError> {
     let mut slots = vec![Value::Null; plan.root.slot_count];
@@ -26,7 +26,7 @@ pub(crate) fn decode_record<'a>(
 }
 
 fn decode_message<'a>(
-    plan: &MessagePlan,
+    plan: &'a MessagePlan,
     reader: &mut Reader<'a>,
     slots: &mut [Value<'a>],
     depth: usize,
@@ -97,7 +97,7 @@ fn nested<'a>(
 }
 
 fn decode_field<'a>(
-    field: &FieldPlan,
+    field: &'a FieldPlan,
     wire: WireType,
     tag_offset: usize,
     reader: &mut Reader<'a>,
@@ -174,7 +174,7 @@ fn take_list<'a>(slot: &mut Value<'a>) -> Vec<Value<'a>> {
 /// Decodes one map entry: key = field 1, value = field 2, last occurrence wins (messages
 /// merge), absent ones get the zero value.
 fn decode_entry<'a>(
-    map: &MapPlan,
+    map: &'a MapPlan,
     reader: &mut Reader<'a>,
     entry_offset: usize,
     depth: usize,
@@ -237,6 +237,9 @@ fn decode_entry<'a>(
     Ok((key, value))
 }
 
-fn zero(scalar: &ScalarPlan, offset: usize) -> Result<Value<'static>, DecodeError> {
-    scalar.zero().map_err(|kind| DecodeError::at(kind, offset))
+fn zero(scalar: &ScalarPlan, offset: usize) -> Result<Value<'_>, DecodeError> {
+    scalar
+        .zero()
+        .map(Value::from)
+        .map_err(|kind| DecodeError::at(kind, offset))
 }

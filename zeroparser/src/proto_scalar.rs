@@ -22,6 +22,7 @@ use prost_types::field_descriptor_proto::Type;
 use crate::convert::{float_value, int_value, variant_text, Target};
 use crate::error::{DecodeError, DecodeErrorKind, WireType};
 use crate::value::Value;
+use crate::visit::Scalar;
 use crate::wire::{zigzag32, zigzag64, Reader};
 
 /// A protobuf field type.
@@ -219,9 +220,48 @@ enum Raw<'a> {
 }
 
 impl ScalarPlan {
-    /// Reads one value (the tag has been read and its wire type checked).
-    pub(crate) fn read<'a>(&self, reader: &mut Reader<'a>) -> Result<Value<'a>, DecodeError> {
+    /// Reads one value (the tag has been read and its wire type checked) into the per-record
+    /// value tree.
+    pub(crate) fn read<'a>(&'a self, reader: &mut Reader<'a>) -> Result<Value<'a>, DecodeError> {
+        self.read_scalar(reader).map(Value::from)
+    }
+
+    /// Reads one value and converts it to its column's representation: integers
+    /// range-checked, enum numbers named, strings checked as UTF-8 (VARIANT as JSON). Enum
+    /// names borrow from the plan, strings and bytes from the record.
+    #[inline]
+    pub(crate) fn read_scalar<'a>(
+        &'a self,
+        reader: &mut Reader<'a>,
+    ) -> Result<Scalar<'a>, DecodeError> {
         let start = reader.offset();
+        // The common pairs first, each a direct conversion; the rest go through `convert`.
+        match (self.kind, self.target) {
+            (ProtoKind::Double, Target::Double) => {
+                return Ok(Scalar::Double(f64::from_bits(reader.read_fixed64()?)))
+            }
+            (ProtoKind::Float, Target::Float) => {
+                return Ok(Scalar::Float(f32::from_bits(reader.read_fixed32()?)))
+            }
+            (ProtoKind::Int64, Target::BigInt | Target::Timestamp | Target::TimestampNtz) => {
+                return Ok(Scalar::Int(reader.read_varint()? as i64))
+            }
+            (ProtoKind::Int32, Target::Int | Target::BigInt | Target::Date) => {
+                return Ok(Scalar::Int(i64::from(reader.read_varint()? as i32)))
+            }
+            (ProtoKind::Bool, _) => return Ok(Scalar::Bool(reader.read_varint()? != 0)),
+            (ProtoKind::String, Target::String) => {
+                let (bytes, offset) = reader.read_len_delimited()?;
+                return match std::str::from_utf8(bytes) {
+                    Ok(text) => Ok(Scalar::Str(Cow::Borrowed(text))),
+                    Err(_) => Err(DecodeError::at(DecodeErrorKind::InvalidUtf8, offset)),
+                };
+            }
+            (ProtoKind::Bytes, Target::Binary) => {
+                return Ok(Scalar::Bytes(reader.read_len_delimited()?.0));
+            }
+            _ => {}
+        }
         let raw = match self.kind {
             ProtoKind::Int32 | ProtoKind::Enum => {
                 Raw::Signed(i64::from(reader.read_varint()? as i32))
@@ -251,7 +291,7 @@ impl ScalarPlan {
 
     /// The value of a field that is absent where a value is required (a map entry's key or
     /// value): the type's zero value.
-    pub(crate) fn zero(&self) -> Result<Value<'static>, DecodeErrorKind> {
+    pub(crate) fn zero(&self) -> Result<Scalar<'_>, DecodeErrorKind> {
         let raw = match self.kind.wire_type() {
             WireType::Len => Raw::Bytes(&[]),
             _ if self.kind == ProtoKind::Bool => Raw::Bool(false),
@@ -262,23 +302,23 @@ impl ScalarPlan {
         self.convert(raw)
     }
 
-    fn convert<'a>(&self, raw: Raw<'a>) -> Result<Value<'a>, DecodeErrorKind> {
+    fn convert<'a>(&'a self, raw: Raw<'a>) -> Result<Scalar<'a>, DecodeErrorKind> {
         match (self.target, raw) {
-            (Target::String, Raw::Signed(number)) => Ok(Value::Str(self.enum_name(number))),
-            (target, Raw::Signed(value)) => int_value(i128::from(value), target),
-            (target, Raw::Unsigned(value)) => int_value(i128::from(value), target),
-            (_, Raw::Bool(value)) => Ok(Value::Bool(value)),
-            (Target::Float, Raw::F32(value)) => Ok(Value::Float(value)),
-            (Target::Float, Raw::F64(value)) => float_value(value),
-            (_, Raw::F32(value)) => Ok(Value::Double(f64::from(value))),
-            (_, Raw::F64(value)) => Ok(Value::Double(value)),
-            (Target::Binary, Raw::Bytes(bytes)) => Ok(Value::Bytes(Cow::Borrowed(bytes))),
+            (Target::String, Raw::Signed(number)) => Ok(Scalar::Str(self.enum_name(number))),
+            (target, Raw::Signed(value)) => int_value(i128::from(value), target).map(Scalar::Int),
+            (target, Raw::Unsigned(value)) => int_value(i128::from(value), target).map(Scalar::Int),
+            (_, Raw::Bool(value)) => Ok(Scalar::Bool(value)),
+            (Target::Float, Raw::F32(value)) => Ok(Scalar::Float(value)),
+            (Target::Float, Raw::F64(value)) => float_value(value).map(Scalar::Float),
+            (_, Raw::F32(value)) => Ok(Scalar::Double(f64::from(value))),
+            (_, Raw::F64(value)) => Ok(Scalar::Double(value)),
+            (Target::Binary, Raw::Bytes(bytes)) => Ok(Scalar::Bytes(bytes)),
             (target, Raw::Bytes(bytes)) => {
                 let text = std::str::from_utf8(bytes).map_err(|_| DecodeErrorKind::InvalidUtf8)?;
                 if target == Target::Variant {
-                    Ok(Value::Str(variant_text(text)?))
+                    Ok(Scalar::Str(variant_text(text)?))
                 } else {
-                    Ok(Value::Str(Cow::Borrowed(text)))
+                    Ok(Scalar::Str(Cow::Borrowed(text)))
                 }
             }
         }
@@ -286,14 +326,14 @@ impl ScalarPlan {
 
     /// The name of an enum number; numbers the descriptor does not know (open enums) are
     /// stored as their decimal text.
-    fn enum_name(&self, number: i64) -> Cow<'static, str> {
+    fn enum_name(&self, number: i64) -> Cow<'_, str> {
         let number = i32::try_from(number).unwrap_or_default();
         match self
             .enum_names
             .as_ref()
             .and_then(|names| names.name(number))
         {
-            Some(name) => Cow::Owned(name.to_owned()),
+            Some(name) => Cow::Borrowed(name),
             None => Cow::Owned(number.to_string()),
         }
     }
@@ -340,7 +380,8 @@ mod tests {
     fn negative_int32_is_sign_extended_and_range_checked() {
         // -1 as int32: ten-byte varint.
         let bytes = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01];
-        let value = plan(ProtoKind::Int32, Target::TinyInt)
+        let plan = plan(ProtoKind::Int32, Target::TinyInt);
+        let value = plan
             .read(&mut Reader::new(&bytes, 0))
             .expect("-1 fits TINYINT");
         assert_eq!(value, Value::Int(-1));
@@ -366,6 +407,6 @@ mod tests {
             plan.read(&mut Reader::new(&[7], 0)).expect("7"),
             Value::Str("7".into())
         );
-        assert_eq!(plan.zero(), Ok(Value::Str("ZERO".into())));
+        assert_eq!(plan.zero(), Ok(Scalar::Str("ZERO".into())));
     }
 }

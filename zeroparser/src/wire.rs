@@ -54,8 +54,30 @@ impl<'a> Reader<'a> {
     }
 
     /// True when every byte has been read.
+    #[inline(always)]
     pub(crate) fn is_empty(&self) -> bool {
         self.pos >= self.buf.len()
+    }
+
+    /// The next tag if it is one or two bytes long (field numbers below 2048), with its
+    /// length, without consuming it; unchecked.
+    #[inline(always)]
+    pub(crate) fn peek_short_tag(&self) -> Option<(u32, usize)> {
+        let first = *self.buf.get(self.pos)?;
+        if first < 0x80 {
+            return Some((u32::from(first), 1));
+        }
+        let second = *self.buf.get(self.pos + 1)?;
+        if second < 0x80 {
+            return Some((u32::from(first & 0x7f) | (u32::from(second) << 7), 2));
+        }
+        None
+    }
+
+    /// Consumes `len` bytes that [`peek_short_tag`](Self::peek_short_tag) looked at.
+    #[inline(always)]
+    pub(crate) fn advance(&mut self, len: usize) {
+        self.pos += len;
     }
 
     /// Absolute offset of the next byte in the record.
@@ -68,7 +90,51 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads a varint of at most 10 bytes.
+    #[inline(always)]
     pub(crate) fn read_varint(&mut self) -> Result<u64, DecodeError> {
+        // One-byte varints (tags of fields 1..15, small values) are the common case.
+        if let Some(&byte) = self.buf.get(self.pos) {
+            if byte < 0x80 {
+                self.pos += 1;
+                return Ok(u64::from(byte));
+            }
+        }
+        self.read_varint_multi()
+    }
+
+    /// A varint of one or more bytes: up to eight at once when eight are left, else byte by
+    /// byte.
+    #[inline]
+    fn read_varint_multi(&mut self) -> Result<u64, DecodeError> {
+        let word = self
+            .buf
+            .get(self.pos..self.pos.saturating_add(8))
+            .and_then(|bytes| <[u8; 8]>::try_from(bytes).ok())
+            .map(u64::from_le_bytes);
+        if let Some(word) = word {
+            // The lowest byte with its high bit clear ends the varint.
+            let ends = !word & 0x8080_8080_8080_8080;
+            if ends != 0 {
+                let bits = ends.trailing_zeros() + 1; // 8 * length
+                self.pos += (bits / 8) as usize;
+                let mut x = if bits >= 64 {
+                    word
+                } else {
+                    word & ((1u64 << bits) - 1)
+                };
+                // Squeeze out the continuation bits: 7-bit groups → 14 → 28 → 56 bits.
+                x = ((x & 0x7f00_7f00_7f00_7f00) >> 1) | (x & 0x007f_007f_007f_007f);
+                x = ((x & 0x3fff_0000_3fff_0000) >> 2) | (x & 0x0000_3fff_0000_3fff);
+                x = ((x & 0x0fff_ffff_0000_0000) >> 4) | (x & 0x0000_0000_0fff_ffff);
+                return Ok(x);
+            }
+        }
+        self.read_varint_slow()
+    }
+
+    /// Varints of nine or ten bytes, and varints near the end of the buffer.
+    #[inline(never)]
+    fn read_varint_slow(&mut self) -> Result<u64, DecodeError> {
         let start = self.offset();
         let mut value: u64 = 0;
         for i in 0..10 {
@@ -88,6 +154,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads a tag: field number and wire type.
+    #[inline(always)]
     pub(crate) fn read_tag(&mut self) -> Result<(u32, WireType), DecodeError> {
         let start = self.offset();
         let tag = self.read_varint()?;
@@ -108,6 +175,7 @@ impl<'a> Reader<'a> {
         Ok((u32::try_from(number).unwrap_or(u32::MAX), wire))
     }
 
+    #[inline(always)]
     fn read_array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
         let start = self.offset();
         let bytes = self
@@ -120,16 +188,19 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads 4 little-endian bytes.
+    #[inline(always)]
     pub(crate) fn read_fixed32(&mut self) -> Result<u32, DecodeError> {
         self.read_array::<4>().map(u32::from_le_bytes)
     }
 
     /// Reads 8 little-endian bytes.
+    #[inline(always)]
     pub(crate) fn read_fixed64(&mut self) -> Result<u64, DecodeError> {
         self.read_array::<8>().map(u64::from_le_bytes)
     }
 
     /// Reads a length prefix and the bytes it covers; returns them and their absolute offset.
+    #[inline(always)]
     pub(crate) fn read_len_delimited(&mut self) -> Result<(&'a [u8], usize), DecodeError> {
         let start = self.offset();
         let length = self.read_varint()?;
@@ -224,6 +295,36 @@ mod tests {
         assert_eq!(reader.read_varint(), Ok(150));
         let max = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01];
         assert_eq!(Reader::new(&max, 0).read_varint(), Ok(u64::MAX));
+    }
+
+    #[test]
+    fn varints_of_every_length_decode_with_and_without_trailing_bytes() {
+        let mut values = vec![0u64, 1, 127, u64::MAX, i64::MAX as u64];
+        for shift in 7..64 {
+            values.extend([(1u64 << shift) - 1, 1u64 << shift, (1u64 << shift) + 1]);
+        }
+        for value in values {
+            let mut bytes = Vec::new();
+            let mut v = value;
+            loop {
+                let byte = (v & 0x7f) as u8;
+                v >>= 7;
+                if v == 0 {
+                    bytes.push(byte);
+                    break;
+                }
+                bytes.push(byte | 0x80);
+            }
+            let len = bytes.len();
+            let mut reader = Reader::new(&bytes, 0);
+            assert_eq!(reader.read_varint(), Ok(value), "{value} alone");
+            assert_eq!(reader.offset(), len);
+            let mut padded = bytes.clone();
+            padded.extend([0xff; 12]);
+            let mut reader = Reader::new(&padded, 0);
+            assert_eq!(reader.read_varint(), Ok(value), "{value} padded");
+            assert_eq!(reader.offset(), len);
+        }
     }
 
     #[test]

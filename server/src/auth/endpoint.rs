@@ -14,21 +14,13 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use base64::engine::general_purpose::STANDARD;
-use base64::Engine as _;
-use serde::Deserialize;
 use serde_json::json;
 
-use super::Authenticator;
+use super::{form, Authenticator};
+use crate::catalog::{PrincipalEntry, Privilege};
 use crate::error::ServerError;
 
-#[derive(Deserialize)]
-struct AuthorizationDetail {
-    #[serde(default)]
-    object_type: String,
-    #[serde(default)]
-    object_full_path: String,
-}
+type TableRequest = form::TableRequest<Privilege>;
 
 fn oauth_error(status: StatusCode, code: &str, description: &str) -> Response {
     (
@@ -44,25 +36,50 @@ pub fn parse_basic_auth(headers: &HeaderMap) -> Option<(String, String)> {
         .get(axum::http::header::AUTHORIZATION)?
         .to_str()
         .ok()?;
-    let (scheme, encoded) = value.split_once(' ')?;
-    if !scheme.eq_ignore_ascii_case("basic") {
-        return None;
-    }
-    let decoded = STANDARD.decode(encoded.trim()).ok()?;
-    let text = String::from_utf8(decoded).ok()?;
-    let (id, secret) = text.split_once(':')?;
-    Some((id.to_string(), secret.to_string()))
+    form::parse_basic(value)
 }
 
-/// The tables named in `authorization_details`, lower case.
-fn requested_tables(details: &str) -> Result<Vec<String>, String> {
-    let parsed: Vec<AuthorizationDetail> = serde_json::from_str(details)
-        .map_err(|e| format!("authorization_details is not a JSON array of objects: {e}"))?;
-    Ok(parsed
-        .into_iter()
-        .filter(|d| d.object_type.eq_ignore_ascii_case("TABLE"))
-        .map(|d| d.object_full_path.to_ascii_lowercase())
-        .collect())
+/// The tables named in `authorization_details` with the privileges asked for.
+fn requested_tables(details: &str) -> Result<Vec<TableRequest>, String> {
+    form::requested_tables(details, Privilege::parse, Privilege::Modify)
+}
+
+/// What a token will grant: `(write tables, select tables)`, the requested
+/// privileges the principal holds. Every requested table must get at least
+/// one privilege, or the request is refused naming the table.
+fn scope(
+    auth: &Authenticator,
+    principal: &PrincipalEntry,
+    requested: &[TableRequest],
+) -> Result<(Vec<String>, Vec<String>), String> {
+    let (mut write, mut select) = (Vec::new(), Vec::new());
+    for r in requested {
+        let mut any = false;
+        for p in &r.privileges {
+            let held = principal.admin
+                || auth
+                    .catalog()
+                    .has_grant(&principal.client_id, &r.table, *p)
+                    .unwrap_or(false);
+            if held {
+                any = true;
+                match p {
+                    Privilege::Modify => write.push(r.table.clone()),
+                    Privilege::Select => select.push(r.table.clone()),
+                }
+            }
+        }
+        if !any {
+            let asked: Vec<&str> = r.privileges.iter().map(Privilege::as_str).collect();
+            return Err(format!(
+                "principal `{}` holds none of the requested privileges ({}) on table `{}`",
+                principal.client_id,
+                asked.join(", "),
+                r.table
+            ));
+        }
+    }
+    Ok((write, select))
 }
 
 /// The axum handler.
@@ -71,15 +88,9 @@ pub async fn token_endpoint(
     headers: HeaderMap,
     body: String,
 ) -> Response {
-    let form: HashMap<String, String> = match serde_urlencoded::from_str(&body) {
+    let form: HashMap<String, String> = match form::parse_form(&body) {
         Ok(f) => f,
-        Err(e) => {
-            return oauth_error(
-                StatusCode::BAD_REQUEST,
-                "invalid_request",
-                &format!("body is not a form: {e}"),
-            )
-        }
+        Err(e) => return oauth_error(StatusCode::BAD_REQUEST, "invalid_request", &e),
     };
     match form.get("grant_type").map(String::as_str) {
         Some("client_credentials") => {}
@@ -104,6 +115,25 @@ pub async fn token_endpoint(
             form.get("client_secret")?.clone(),
         ))
     });
+    if auth.mode() == crate::config::AuthMode::None {
+        // `--auth none`: every caller gets a token so unchanged SDK code works.
+        let sub = credentials
+            .map(|(id, _)| id)
+            .unwrap_or_else(|| "anonymous".into());
+        return match auth.signer().issue(&sub, vec!["*".into()], true) {
+            Ok(token) => Json(json!({
+                "access_token": token,
+                "token_type": "Bearer",
+                "expires_in": auth.signer().ttl().as_secs(),
+            }))
+            .into_response(),
+            Err(e) => oauth_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "server_error",
+                &e.to_string(),
+            ),
+        };
+    }
     let Some((client_id, secret)) = credentials else {
         return oauth_error(
             StatusCode::UNAUTHORIZED,
@@ -123,28 +153,37 @@ pub async fn token_endpoint(
             );
         }
     };
-    let tables = match form.get("authorization_details") {
+    let requested = match form.get("authorization_details") {
         Some(details) if !details.trim().is_empty() => match requested_tables(details) {
             Ok(t) => t,
             Err(e) => return oauth_error(StatusCode::BAD_REQUEST, "invalid_request", &e),
         },
         _ => Vec::new(),
     };
-    if !principal.admin && tables.is_empty() {
+    if !principal.admin && requested.is_empty() {
         return oauth_error(
             StatusCode::BAD_REQUEST,
             "invalid_scope",
             "authorization_details must name the table to write",
         );
     }
-    let (grant_tables, admin) = if tables.is_empty() {
-        (vec!["*".to_string()], principal.admin)
+    let (write, select, admin) = if requested.is_empty() {
+        (vec!["*".to_string()], Vec::new(), principal.admin)
     } else {
-        (tables, false)
+        match scope(&auth, &principal, &requested) {
+            Ok((w, s)) => (w, s, false),
+            Err(e) => {
+                metrics::counter!("sluice_token_requests_total", "outcome" => "access_denied")
+                    .increment(1);
+                return oauth_error(StatusCode::FORBIDDEN, "access_denied", &e);
+            }
+        }
     };
+    let mut scope_text = write.clone();
+    scope_text.extend(select.iter().map(|t| format!("{t}:select")));
     let token = match auth
         .signer()
-        .issue(&principal.client_id, grant_tables.clone(), admin)
+        .issue_scoped(&principal.client_id, write, select, admin)
     {
         Ok(t) => t,
         Err(e) => {
@@ -161,7 +200,7 @@ pub async fn token_endpoint(
         "access_token": token,
         "token_type": "Bearer",
         "expires_in": auth.signer().ttl().as_secs(),
-        "scope": grant_tables.join(" "),
+        "scope": scope_text.join(" "),
     }))
     .into_response()
 }
@@ -169,12 +208,20 @@ pub async fn token_endpoint(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base64::engine::general_purpose::STANDARD;
+    use base64::Engine as _;
 
     #[test]
     fn authorization_details_yield_the_table_paths() {
         let d = r#"[{"type":"unity_catalog_privileges","privileges":["USE CATALOG"],"object_type":"CATALOG","object_full_path":"main"},
                     {"type":"unity_catalog_privileges","privileges":["SELECT","MODIFY"],"object_type":"TABLE","object_full_path":"Main.Default.T"}]"#;
-        assert_eq!(requested_tables(d).expect("parse"), vec!["main.default.t"]);
+        assert_eq!(
+            requested_tables(d).expect("parse"),
+            vec![TableRequest {
+                table: "main.default.t".into(),
+                privileges: vec![Privilege::Modify, Privilege::Select],
+            }]
+        );
         assert!(requested_tables("{").is_err());
     }
 

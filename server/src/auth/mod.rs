@@ -7,17 +7,20 @@
 //! scoped to that table; every gRPC stream then carries
 //! `authorization: Bearer <jwt>` and `x-databricks-zerobus-table-name`.
 
+#[cfg(test)]
+mod cost;
 mod endpoint;
+pub mod form;
 mod secrets;
 mod token;
 
 pub use endpoint::token_endpoint;
 pub use secrets::{generate_secret, hash_secret, verify_secret};
-pub use token::{Claims, TokenSigner};
+pub use token::{key_id, Claims, TokenSigner};
 
 use std::sync::Arc;
 
-use crate::catalog::{Catalog, PrincipalEntry};
+use crate::catalog::{Catalog, PrincipalEntry, Privilege};
 use crate::config::AuthMode;
 use crate::error::{Result, ServerError};
 
@@ -39,6 +42,14 @@ impl Caller {
         match self {
             Caller::Anonymous => true,
             Caller::Token(c) => c.allows_table(table),
+        }
+    }
+
+    /// Whether the caller may read `table` (its definition).
+    pub fn may_read(&self, table: &str) -> bool {
+        match self {
+            Caller::Anonymous => true,
+            Caller::Token(c) => c.allows_select(table),
         }
     }
 
@@ -106,7 +117,77 @@ impl Authenticator {
                     "malformed authorization header: expected `Bearer <token>`".into(),
                 )
             })?;
-        let claims = self.signer.verify(token.trim())?;
+        let token = token.trim();
+        let claims = match self.signer.verify(token) {
+            Err(e) => match key_id(token) {
+                // Signed with a key this process has not loaded yet (rotated
+                // elsewhere): reload from the catalog and try once more.
+                Some(kid) if !self.signer.knows_key(&kid) => {
+                    self.signer.reload(&self.catalog)?;
+                    self.signer.verify(token)?
+                }
+                _ => return Err(e),
+            },
+            Ok(c) => c,
+        };
+        // A deleted principal's tokens stop working at once, on every API.
+        if self.catalog.principal(&claims.sub)?.is_none() {
+            return Err(ServerError::Unauthenticated(format!(
+                "principal `{}` of the access token no longer exists",
+                claims.sub
+            )));
+        }
         Ok(Caller::Token(claims))
+    }
+
+    /// The catalog the principals and grants live in.
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    /// Adds a new signing key; returns its id.
+    pub fn rotate_keys(&self) -> Result<String> {
+        self.signer.rotate(&self.catalog)
+    }
+
+    /// Checks at stream creation that the caller may write `table` (lower
+    /// case) now: the token must name the table, its principal must still
+    /// exist and (unless admin) still hold MODIFY on it.
+    pub fn authorize_write(&self, caller: &Caller, table: &str) -> Result<()> {
+        let claims = match caller {
+            Caller::Anonymous => return Ok(()),
+            Caller::Token(c) => c,
+        };
+        if !claims.allows_table(table) {
+            let scope = if claims.tables.is_empty() {
+                "no table for writing".to_string()
+            } else {
+                claims.tables.join(", ")
+            };
+            return Err(ServerError::PermissionDenied(format!(
+                "the access token is scoped to {scope}, not to table `{table}`; request a token \
+                 whose authorization_details name this table"
+            )));
+        }
+        let principal = self.catalog.principal(&claims.sub)?.ok_or_else(|| {
+            ServerError::Unauthenticated(format!(
+                "principal `{}` of the access token no longer exists",
+                claims.sub
+            ))
+        })?;
+        if principal.admin {
+            return Ok(());
+        }
+        if !self
+            .catalog
+            .has_grant(&principal.client_id, table, Privilege::Modify)?
+        {
+            return Err(ServerError::PermissionDenied(format!(
+                "principal `{}` no longer holds MODIFY on table `{table}` (the grant was revoked \
+                 after the token was issued)",
+                principal.client_id
+            )));
+        }
+        Ok(())
     }
 }

@@ -4,6 +4,7 @@
 //! header `{"alg":"HS256","typ":"JWT","kid":...}`. The `kid` picks the key, so
 //! a rotated-out key keeps verifying tokens still in their lifetime.
 
+use std::sync::RwLock;
 use std::time::Duration;
 
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
@@ -29,6 +30,9 @@ pub struct Claims {
     pub exp: i64,
     /// Tables this token may write (lower-case full names); `*` means all.
     pub tables: Vec<String>,
+    /// Tables this token may read (SELECT) but not necessarily write.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub select: Vec<String>,
     /// Whether the token may manage the catalog.
     pub admin: bool,
 }
@@ -39,6 +43,12 @@ impl Claims {
         let table = table.to_ascii_lowercase();
         self.tables.iter().any(|t| t == "*" || *t == table)
     }
+
+    /// Whether the token covers reads of `table`.
+    pub fn allows_select(&self, table: &str) -> bool {
+        let lower = table.to_ascii_lowercase();
+        self.allows_table(&lower) || self.select.contains(&lower)
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -48,35 +58,60 @@ struct Header {
     kid: String,
 }
 
-/// Signs and verifies tokens.
+/// Signs and verifies tokens. The keys sit behind a lock so that a rotation
+/// (or a reload from the catalog) is seen by every verifier at once.
 pub struct TokenSigner {
-    keys: Vec<(String, Vec<u8>)>,
+    keys: RwLock<Vec<(String, Vec<u8>)>>,
     ttl: Duration,
 }
 
 impl TokenSigner {
     /// Loads the catalog's keys, creating the first one if there is none.
     pub fn load_or_create(catalog: &Catalog, ttl: Duration) -> Result<TokenSigner> {
-        let mut stored = catalog.signing_keys()?;
-        if stored.is_empty() {
-            let mut secret = [0u8; 32];
-            rand::rng().fill_bytes(&mut secret);
-            let key = SigningKey {
-                kid: uuid::Uuid::new_v4().simple().to_string(),
-                secret: STANDARD.encode(secret),
-                created_at: now_millis(),
-            };
-            catalog.add_signing_key(key.clone())?;
-            stored.push(key);
+        if catalog.signing_keys()?.is_empty() {
+            catalog.add_signing_key(new_key())?;
         }
-        let mut keys = Vec::with_capacity(stored.len());
-        for k in stored {
+        let signer = TokenSigner {
+            keys: RwLock::new(Vec::new()),
+            ttl,
+        };
+        signer.reload(catalog)?;
+        Ok(signer)
+    }
+
+    /// Re-reads the keys from the catalog (after a rotation).
+    pub fn reload(&self, catalog: &Catalog) -> Result<()> {
+        let mut keys = Vec::new();
+        for k in catalog.signing_keys()? {
             let secret = STANDARD
                 .decode(&k.secret)
                 .map_err(|e| ServerError::Internal(format!("signing key {}: {e}", k.kid)))?;
             keys.push((k.kid, secret));
         }
-        Ok(TokenSigner { keys, ttl })
+        *self
+            .keys
+            .write()
+            .map_err(|_| ServerError::Internal("signing keys lock poisoned".into()))? = keys;
+        Ok(())
+    }
+
+    /// Adds a new signing key to the catalog and signs with it from now on;
+    /// older keys keep verifying tokens still in their lifetime. Returns the
+    /// new key's id.
+    pub fn rotate(&self, catalog: &Catalog) -> Result<String> {
+        let key = new_key();
+        let kid = key.kid.clone();
+        catalog.add_signing_key(key)?;
+        self.reload(catalog)?;
+        Ok(kid)
+    }
+
+    /// Whether a key with this id is loaded.
+    pub fn knows_key(&self, kid: &str) -> bool {
+        self.keys
+            .read()
+            .map(|k| k.iter().any(|(id, _)| id == kid))
+            .unwrap_or(false)
     }
 
     /// Lifetime of new tokens.
@@ -86,9 +121,23 @@ impl TokenSigner {
 
     /// Issues a token for `sub` with the given grants.
     pub fn issue(&self, sub: &str, tables: Vec<String>, admin: bool) -> Result<String> {
+        self.issue_scoped(sub, tables, Vec::new(), admin)
+    }
+
+    /// Issues a token that may write `tables` and read `select`.
+    pub fn issue_scoped(
+        &self,
+        sub: &str,
+        tables: Vec<String>,
+        select: Vec<String>,
+        admin: bool,
+    ) -> Result<String> {
         let (kid, key) = self
             .keys
+            .read()
+            .map_err(|_| ServerError::Internal("signing keys lock poisoned".into()))?
             .last()
+            .cloned()
             .ok_or_else(|| ServerError::Internal("no signing key".into()))?;
         let now = now_millis() / 1000;
         let claims = Claims {
@@ -96,15 +145,16 @@ impl TokenSigner {
             iat: now,
             exp: now + self.ttl.as_secs() as i64,
             tables,
+            select,
             admin,
         };
         let header = Header {
             alg: "HS256".into(),
             typ: "JWT".into(),
-            kid: kid.clone(),
+            kid,
         };
         let signing_input = format!("{}.{}", b64_json(&header)?, b64_json(&claims)?);
-        let sig = mac(key, signing_input.as_bytes())?;
+        let sig = mac(&key, signing_input.as_bytes())?;
         Ok(format!("{signing_input}.{}", URL_SAFE_NO_PAD.encode(sig)))
     }
 
@@ -120,15 +170,18 @@ impl TokenSigner {
         if header.alg != "HS256" {
             return Err(malformed());
         }
-        let (_, key) = self
+        let key = self
             .keys
+            .read()
+            .map_err(|_| ServerError::Internal("signing keys lock poisoned".into()))?
             .iter()
             .find(|(kid, _)| *kid == header.kid)
+            .map(|(_, key)| key.clone())
             .ok_or_else(|| {
                 ServerError::Unauthenticated("access token signed with an unknown key".into())
             })?;
         let sig = URL_SAFE_NO_PAD.decode(s).map_err(|_| malformed())?;
-        let mut m = HmacSha256::new_from_slice(key)
+        let mut m = HmacSha256::new_from_slice(&key)
             .map_err(|e| ServerError::Internal(format!("hmac key: {e}")))?;
         m.update(h.as_bytes());
         m.update(b".");
@@ -143,6 +196,23 @@ impl TokenSigner {
             ));
         }
         Ok(claims)
+    }
+}
+
+/// The token's key id, read without verifying anything (to decide whether
+/// the keys need a reload).
+pub fn key_id(token: &str) -> Option<String> {
+    let header: Header = decode_json(token.split('.').next()?)?;
+    Some(header.kid)
+}
+
+fn new_key() -> SigningKey {
+    let mut secret = [0u8; 32];
+    rand::rng().fill_bytes(&mut secret);
+    SigningKey {
+        kid: uuid::Uuid::new_v4().simple().to_string(),
+        secret: STANDARD.encode(secret),
+        created_at: now_millis(),
     }
 }
 
@@ -183,6 +253,22 @@ mod tests {
         assert_eq!(c.sub, "me");
         assert!(c.allows_table("A.B.C"));
         assert!(!c.allows_table("a.b.d"));
+    }
+
+    #[test]
+    fn tokens_of_a_rotated_out_key_keep_verifying() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let catalog = Catalog::open(dir.path()).expect("catalog");
+        let s = TokenSigner::load_or_create(&catalog, Duration::from_secs(600)).expect("signer");
+        let old = s.issue("me", vec!["a.b.c".into()], false).expect("issue");
+        let kid = s.rotate(&catalog).expect("rotate");
+        let new = s.issue("me", vec!["a.b.c".into()], false).expect("issue");
+        assert_eq!(key_id(&new).as_deref(), Some(kid.as_str()));
+        assert_ne!(key_id(&old), key_id(&new));
+        s.verify(&old).expect("old token verifies");
+        s.verify(&new).expect("new token verifies");
+        let fresh = TokenSigner::load_or_create(&catalog, Duration::from_secs(600)).expect("s2");
+        fresh.verify(&old).expect("old token verifies after reload");
     }
 
     #[test]

@@ -1,9 +1,13 @@
 //! The HTTP side of the pod's one port: the Unity-Catalog-shaped tables API,
 //! the OAuth token endpoint, health and Prometheus metrics.
 
+mod grants;
+mod principals;
 mod tables;
 mod uc;
 
+pub use grants::{PermissionChange, PermissionsUpdate};
+pub use principals::{CreatedPrincipal, PrincipalInfo};
 pub use uc::{column_infos, table_info, ColumnInfo, TableInfo};
 
 use std::sync::Arc;
@@ -11,7 +15,7 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use axum::Router;
 
 use crate::pod::Pod;
@@ -30,6 +34,19 @@ pub fn router(pod: Arc<Pod>) -> Router {
             "/api/2.1/unity-catalog/tables/{full_name}",
             get(tables::get).delete(tables::delete),
         )
+        .route(
+            "/api/2.1/unity-catalog/permissions/table/{full_name}",
+            get(grants::get).patch(grants::update),
+        )
+        .route(
+            "/api/sluice/v1/principals",
+            get(principals::list).post(principals::create),
+        )
+        .route(
+            "/api/sluice/v1/principals/{client_id}",
+            delete(principals::delete),
+        )
+        .route("/api/sluice/v1/keys/rotate", post(principals::rotate_keys))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))

@@ -156,7 +156,7 @@ pub async fn get(
 ) -> Response {
     respond((|| {
         let c = caller(&pod, &headers)?;
-        if !c.is_admin() && !c.may_write(&full_name) {
+        if !c.is_admin() && !c.may_read(&full_name) {
             return Err(ServerError::PermissionDenied(format!(
                 "this token does not cover table {full_name}"
             )));
@@ -186,7 +186,7 @@ pub async fn list(
                 && query
                     .get("schema_name")
                     .is_none_or(|v| v.eq_ignore_ascii_case(&info.schema_name))
-                && (c.is_admin() || c.may_write(&info.full_name));
+                && (c.is_admin() || c.may_read(&info.full_name));
             if keep {
                 tables.push(info);
             }

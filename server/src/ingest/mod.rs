@@ -1,5 +1,6 @@
 //! The Zerobus gRPC service: stream set-up, per-stream ingest loops, acks.
 
+mod inbound;
 mod open;
 mod service;
 mod stream;

@@ -48,11 +48,7 @@ pub async fn open_stream(
             )));
         }
     }
-    if !caller.may_write(&table) {
-        return Err(ServerError::PermissionDenied(format!(
-            "the access token does not grant writes to table `{table}`"
-        )));
-    }
+    pod.auth.authorize_write(caller, &table)?;
     let sink = pod
         .sinks
         .get(&table)

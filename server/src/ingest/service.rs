@@ -13,7 +13,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::stream::run_stream;
-use crate::auth::TABLE_HEADER;
+use crate::auth::{Caller, TABLE_HEADER};
+use crate::limits::StreamSlots;
 use crate::pod::Pod;
 
 /// Depth of a stream's response channel (acks are cumulative, so few suffice).
@@ -22,12 +23,16 @@ const RESPONSE_CHANNEL_DEPTH: usize = 16;
 /// The Zerobus service of a pod.
 pub struct IngestService {
     pod: Arc<Pod>,
+    slots: Arc<StreamSlots>,
 }
 
 impl IngestService {
     /// A service over `pod`.
     pub fn new(pod: Arc<Pod>) -> Self {
-        IngestService { pod }
+        IngestService {
+            pod,
+            slots: Arc::new(StreamSlots::default()),
+        }
     }
 }
 
@@ -66,12 +71,20 @@ impl Zerobus for IngestService {
                 "missing {TABLE_HEADER} header"
             )));
         }
+        let principal = match &caller {
+            Caller::Token(claims) => claims.sub.as_str(),
+            Caller::Anonymous => "anonymous",
+        };
+        let slot = self
+            .slots
+            .acquire(principal, &self.pod.config.limits)
+            .map_err(Status::from)?;
         let (tx, rx) = tokio::sync::mpsc::channel(RESPONSE_CHANNEL_DEPTH);
         let pod = self.pod.clone();
         let inbound = request.into_inner();
         self.pod
             .stream_tasks
-            .spawn(run_stream(pod, caller, header_table, inbound, tx));
+            .spawn(run_stream(pod, caller, header_table, inbound, tx, slot));
         Ok(Response::new(ReceiverStream::new(rx)))
     }
 

@@ -23,16 +23,21 @@ use sluice_zeroparser::RecordBatchBuilder;
 use tokio::sync::{mpsc, watch};
 use tonic::{Status, Streaming};
 
+use super::inbound::read_error_status;
 use super::open::{open_stream, OpenedStream};
 use crate::auth::Caller;
 use crate::error::{Result, ServerError};
 use crate::frames::{encode_records, RecordFormat, KIND_RECORDS};
+use crate::limits::StreamSlot;
 use crate::pod::Pod;
 
 /// Most requests taken into one run.
 const MAX_RUN_REQUESTS: usize = 4096;
 /// Most record bytes taken into one run.
 const MAX_RUN_BYTES: usize = 8 << 20;
+/// A stream waits while its table's memtable holds more than this many
+/// flush thresholds (the sink is behind), instead of buffering without bound.
+const MEMTABLE_LIMIT_FLUSHES: usize = 4;
 
 type Tx = mpsc::Sender<Result<EphemeralStreamResponse, Status>>;
 
@@ -49,10 +54,17 @@ pub async fn run_stream(
     header_table: Option<String>,
     mut inbound: Streaming<EphemeralStreamRequest>,
     tx: Tx,
+    slot: StreamSlot,
 ) {
     let first = match inbound.message().await {
         Ok(Some(m)) => m,
-        Ok(None) | Err(_) => return,
+        Ok(None) => return,
+        Err(e) => {
+            if let Some(status) = read_error_status(&e, pod.config.max_message_bytes) {
+                let _ = tx.send(Err(status)).await;
+            }
+            return;
+        }
     };
     let create = match first.payload {
         Some(ephemeral_stream_request::Payload::CreateStream(c)) => c,
@@ -81,7 +93,7 @@ pub async fn run_stream(
         },
     ));
     if tx.send(Ok(created)).await.is_ok() {
-        let mut state = StreamState::new(&pod, opened, tx);
+        let mut state = StreamState::new(&pod, opened, tx, slot);
         let end = state.serve(&mut inbound).await;
         state.finish(end).await;
         pod.streams.closed(state.opened.key);
@@ -111,12 +123,16 @@ struct StreamState<'p> {
     builder: RecordBatchBuilder,
     durable: watch::Receiver<DurableState>,
     /// `(frame end LSN, last offset in the frame)`, oldest first.
-    pending: VecDeque<(Lsn, i64)>,
+    pending: VecDeque<(Lsn, i64, usize)>,
+    /// Record bytes logged but not yet acked (the sum over `pending`).
+    inflight_bytes: usize,
+    /// The stream's slot (freed when the stream ends); paces the principal.
+    slot: StreamSlot,
     next_offset: i64,
 }
 
 impl<'p> StreamState<'p> {
-    fn new(pod: &'p Pod, opened: OpenedStream, tx: Tx) -> Self {
+    fn new(pod: &'p Pod, opened: OpenedStream, tx: Tx, slot: StreamSlot) -> Self {
         let builder = RecordBatchBuilder::new(opened.sink.schema());
         StreamState {
             pod,
@@ -125,12 +141,16 @@ impl<'p> StreamState<'p> {
             tx,
             builder,
             pending: VecDeque::new(),
+            inflight_bytes: 0,
+            slot,
             next_offset: 0,
         }
     }
 
     async fn serve(&mut self, inbound: &mut Streaming<EphemeralStreamRequest>) -> End {
         let shutdown = self.pod.shutdown.clone();
+        let limits = &self.pod.config.limits;
+        let mut idle_deadline = tokio::time::Instant::now() + limits.idle_stream_timeout;
         loop {
             if let Err(end) = self.send_durable_acks().await {
                 return end;
@@ -143,15 +163,28 @@ impl<'p> StreamState<'p> {
                         return End::Failed(Status::unavailable("write-ahead log stopped"));
                     }
                 }
-                message = inbound.message() => match message {
+                _ = tokio::time::sleep_until(idle_deadline), if self.pending.is_empty() => {
+                    return End::Failed(Status::unavailable(format!(
+                        "stream idle for {:?} (--idle-stream-timeout); closed, reconnect to continue",
+                        limits.idle_stream_timeout
+                    )));
+                }
+                // Back-pressure: read no more while too much awaits its ack.
+                message = inbound.message(), if self.inflight_bytes <= limits.max_inflight_bytes => match message {
                     Ok(Some(first)) => {
+                        idle_deadline = tokio::time::Instant::now() + limits.idle_stream_timeout;
                         let mut run = vec![first];
                         let mut bytes = 0;
+                        let mut read_error = None;
                         while run.len() < MAX_RUN_REQUESTS && bytes < MAX_RUN_BYTES {
                             match inbound.message().now_or_never() {
                                 Some(Ok(Some(m))) => {
                                     bytes += request_bytes(&m);
                                     run.push(m);
+                                }
+                                Some(Err(e)) => {
+                                    read_error = Some(e);
+                                    break;
                                 }
                                 _ => break,
                             }
@@ -159,9 +192,22 @@ impl<'p> StreamState<'p> {
                         if let Err(e) = self.process_run(run).await {
                             return End::Failed(e.to_status());
                         }
+                        // An over-size or undecodable request right after the
+                        // run: the run is logged (and acked), then its status.
+                        if let Some(e) = read_error {
+                            return match read_error_status(&e, self.pod.config.max_message_bytes) {
+                                Some(status) => End::Failed(status),
+                                None => End::ClientGone,
+                            };
+                        }
                     }
                     Ok(None) => return End::ClientDone,
-                    Err(_) => return End::ClientGone,
+                    Err(e) => {
+                        return match read_error_status(&e, self.pod.config.max_message_bytes) {
+                            Some(status) => End::Failed(status),
+                            None => End::ClientGone,
+                        }
+                    }
                 },
             }
         }
@@ -176,11 +222,12 @@ impl<'p> StreamState<'p> {
             ))));
         }
         let mut top = None;
-        while let Some(&(lsn, offset)) = self.pending.front() {
+        while let Some(&(lsn, offset, bytes)) = self.pending.front() {
             if lsn > state.durable {
                 break;
             }
             top = Some(offset);
+            self.inflight_bytes = self.inflight_bytes.saturating_sub(bytes);
             self.pending.pop_front();
         }
         if let Some(offset) = top {
@@ -276,6 +323,19 @@ impl<'p> StreamState<'p> {
                 self.opened.key,
                 records.iter().map(|(o, r)| (*o, r.as_ref())),
             );
+            let memtable_limit = self
+                .pod
+                .config
+                .flush_bytes
+                .saturating_mul(MEMTABLE_LIMIT_FLUSHES);
+            self.opened.sink.wait_for_room(memtable_limit).await;
+            self.slot
+                .throttle(
+                    &self.pod.config.limits,
+                    records.len() as u64,
+                    record_bytes as u64,
+                )
+                .await;
             let reservation = self.pod.wal.reserve(payload.len()).await?;
             let lsn = self.opened.sink.append(
                 &self.pod.wal,
@@ -285,7 +345,8 @@ impl<'p> StreamState<'p> {
                 Some(batch),
             )?;
             self.pod.streams.records_logged(self.opened.key, lsn);
-            self.pending.push_back((lsn, last_offset));
+            self.pending.push_back((lsn, last_offset, record_bytes));
+            self.inflight_bytes += record_bytes;
         }
         match failure {
             Some(e) => Err(e),
@@ -370,7 +431,20 @@ impl<'p> StreamState<'p> {
         }
     }
 
+    /// RESOURCE_EXHAUSTED for a record over `--max-record-bytes`.
+    fn check_record_size(&self, offset: i64, index: Option<usize>, len: usize) -> Result<()> {
+        let limit = self.pod.config.limits.max_record_bytes;
+        if len > limit {
+            return Err(ServerError::ResourceExhausted(format!(
+                "{}: record of {len} bytes exceeds the limit of {limit} bytes (--max-record-bytes)",
+                place(offset, index)
+            )));
+        }
+        Ok(())
+    }
+
     fn parse_proto(&mut self, offset: i64, index: Option<usize>, record: Bytes) -> Result<Bytes> {
+        self.check_record_size(offset, index, record.len())?;
         let plan = match (&self.opened.format, &self.opened.plan) {
             (RecordFormat::Proto, Some(plan)) => plan,
             _ => {
@@ -387,6 +461,7 @@ impl<'p> StreamState<'p> {
     }
 
     fn parse_json(&mut self, offset: i64, index: Option<usize>, record: String) -> Result<Bytes> {
+        self.check_record_size(offset, index, record.len())?;
         if self.opened.format != RecordFormat::Json {
             return Err(ServerError::InvalidArgument(format!(
                 "{}: JSON record on a PROTO stream",

@@ -49,6 +49,8 @@ pub struct TableSink {
     /// Woken when the memtable goes from empty to non-empty or grows past the
     /// size threshold.
     pub(crate) wake: Notify,
+    /// Woken after every flush attempt (memtable space may be free again).
+    drained: Notify,
     flush_bytes: usize,
 }
 
@@ -79,6 +81,7 @@ impl TableSink {
             committed_lsn: AtomicU64::new(committed_lsn),
             dropped: AtomicBool::new(false),
             wake: Notify::new(),
+            drained: Notify::new(),
             flush_bytes,
         }
     }
@@ -180,6 +183,19 @@ impl TableSink {
         self.lock().map(|m| m.bytes).unwrap_or(0)
     }
 
+    /// Back-pressure: waits while the memtable holds more than `limit` bytes
+    /// (commits are slower than ingest, or failing).
+    pub async fn wait_for_room(&self, limit: usize) {
+        loop {
+            let drained = self.drained.notified();
+            if self.memtable_bytes() <= limit || self.is_dropped() {
+                return;
+            }
+            self.wake.notify_one();
+            drained.await;
+        }
+    }
+
     /// Commits everything in the memtable to Delta.
     pub async fn flush(&self, wal: &Wal, wal_id: &str) -> Result<FlushOutcome> {
         let mut delta = self.delta.lock().await;
@@ -207,6 +223,7 @@ impl TableSink {
         .await;
         let mut m = self.lock()?;
         m.flushing = false;
+        self.drained.notify_waiters();
         match result {
             Ok(version) => {
                 self.committed_lsn.store(last_lsn, Ordering::Release);

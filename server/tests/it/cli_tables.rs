@@ -123,3 +123,102 @@ async fn the_token_endpoint_refuses_wrong_secrets_and_the_api_refuses_missing_to
         .expect("send");
     assert_eq!(ok.status(), 200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auth_none_lets_unchanged_sdk_code_in_and_says_so_loudly() {
+    use databricks_zerobus_ingest_sdk::JsonString;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start_with_args(dir.path(), "100ms", &["--auth", "none"]).await;
+    assert!(
+        server.log().contains("AUTHENTICATION IS OFF"),
+        "{}",
+        server.log()
+    );
+    assert!(
+        !dir.path().join("admin-credentials").exists(),
+        "no admin principal is created without auth"
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args([
+            "table",
+            "create",
+            "main.open.t",
+            "--columns",
+            "id BIGINT",
+            "--server",
+            &server.url,
+        ])
+        .args(["--data-dir", "/nonexistent"])
+        .env_remove("SLUICE_CLIENT_ID")
+        .env_remove("SLUICE_CLIENT_SECRET")
+        .output()
+        .expect("cli");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stream = server
+        .sdk()
+        .stream_builder()
+        .table("main.open.t")
+        .oauth("anyone", "anything")
+        .json()
+        .build()
+        .await
+        .expect("stream without real credentials");
+    let offset = stream
+        .ingest_record_offset(JsonString(r#"{"id": 7}"#.into()))
+        .await
+        .expect("ingest");
+    stream.wait_for_offset(offset).await.expect("acked");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn first_start_generates_an_admin_printed_once_and_stored_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = |dir: &std::path::Path| {
+        let port = crate::harness::free_port();
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["serve", "--data-dir"])
+            .arg(dir)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .env_remove("SLUICE_BOOTSTRAP_CLIENT_ID")
+            .env_remove("SLUICE_BOOTSTRAP_CLIENT_SECRET")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "server did not listen"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let out = child.wait_with_output().expect("wait");
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let first = run(dir.path());
+    assert!(first.contains("SLUICE_CLIENT_SECRET="), "{first}");
+    let file = dir.path().join("admin-credentials");
+    let mode = std::fs::metadata(&file)
+        .expect("credentials file")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let stored = std::fs::read_to_string(&file).expect("read");
+    let secret_line = first
+        .lines()
+        .find(|l| l.trim().starts_with("SLUICE_CLIENT_SECRET="))
+        .expect("secret line")
+        .trim()
+        .to_string();
+    assert!(stored.contains(&secret_line));
+    let second = run(dir.path());
+    assert!(
+        !second.contains("SLUICE_CLIENT_SECRET="),
+        "printed only once: {second}"
+    );
+}

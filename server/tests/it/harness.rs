@@ -6,7 +6,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use arrow_array::RecordBatch;
-use databricks_zerobus_ingest_sdk::ZerobusSdk;
+use databricks_zerobus_ingest_sdk::{ZerobusSdk, ZerobusStream};
 
 pub const CLIENT_ID: &str = "it-admin";
 pub const CLIENT_SECRET: &str = "it-admin-secret-0123456789";
@@ -23,11 +23,17 @@ pub struct Server {
     pub url: String,
     pub data_dir: PathBuf,
     flush_interval: String,
+    extra_args: Vec<String>,
 }
 
 impl Server {
     /// Starts a server on a fresh port with the given flush interval.
     pub async fn start(data_dir: &Path, flush_interval: &str) -> Server {
+        Self::start_with_args(data_dir, flush_interval, &[]).await
+    }
+
+    /// Starts a server with extra `sluice serve` arguments.
+    pub async fn start_with_args(data_dir: &Path, flush_interval: &str, extra: &[&str]) -> Server {
         let port = free_port();
         let mut s = Server {
             child: None,
@@ -35,6 +41,7 @@ impl Server {
             url: format!("http://127.0.0.1:{port}"),
             data_dir: data_dir.to_path_buf(),
             flush_interval: flush_interval.to_string(),
+            extra_args: extra.iter().map(|s| s.to_string()).collect(),
         };
         s.spawn().await;
         s
@@ -59,6 +66,7 @@ impl Server {
                 "--bootstrap-principal",
                 &format!("{CLIENT_ID}:{CLIENT_SECRET}"),
             ])
+            .args(&self.extra_args)
             .env("RUST_LOG", "info")
             .stdout(log.try_clone().expect("log"))
             .stderr(log)
@@ -152,6 +160,27 @@ impl Server {
             "table create failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+    }
+
+    /// Creates a table through the CLI and returns its storage location.
+    pub async fn create_table_at(&self, name: &str, columns: &str) -> String {
+        self.create_table(name, columns);
+        self.table_info(name).await["storage_location"]
+            .as_str()
+            .expect("storage_location")
+            .to_string()
+    }
+
+    /// An official-SDK JSON stream to `table` with the admin credentials.
+    pub async fn json_stream(&self, table: &str) -> ZerobusStream {
+        self.sdk()
+            .stream_builder()
+            .table(table)
+            .oauth(CLIENT_ID, CLIENT_SECRET)
+            .json()
+            .build()
+            .await
+            .expect("json stream")
     }
 
     /// An official-SDK client for this server (TLS off, default OAuth flow).

@@ -4,9 +4,15 @@
 //! tonic client for protocol errors; Delta tables are read back with the
 //! `deltalake` crate.
 
+mod auth;
+mod bad_input;
 mod cli_tables;
+mod crash_torture;
+mod doctor;
 mod harness;
 mod protocol_errors;
+mod raw;
 mod restart;
 mod rows;
 mod sdk_end_to_end;
+mod tls;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use databricks_zerobus_ingest_sdk::JsonString;
 
-use crate::harness::{delta_row_count, read_delta, Server, CLIENT_ID, CLIENT_SECRET};
+use crate::harness::{delta_row_count, read_delta, Server};
 use crate::rows::rows_as_json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -14,23 +14,13 @@ async fn acked_records_survive_sigkill_and_replay_never_duplicates() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut server = Server::start(dir.path(), "1h").await;
     let table = "main.trunk.restart";
-    server.create_table(table, "id BIGINT NOT NULL, note STRING");
-    let location = server.table_info(table).await["storage_location"]
-        .as_str()
-        .expect("location")
-        .to_string();
+    let location = server
+        .create_table_at(table, "id BIGINT NOT NULL, note STRING")
+        .await;
 
     let n = 5_000;
     {
-        let sdk = server.sdk();
-        let stream = sdk
-            .stream_builder()
-            .table(table)
-            .oauth(CLIENT_ID, CLIENT_SECRET)
-            .json()
-            .build()
-            .await
-            .expect("stream");
+        let stream = server.json_stream(table).await;
         for i in 0..n {
             let rec = serde_json::json!({"id": i, "note": format!("n{i}")}).to_string();
             stream
@@ -77,20 +67,8 @@ async fn sigterm_commits_every_acked_record_before_exit() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut server = Server::start(dir.path(), "1h").await;
     let table = "main.trunk.graceful";
-    server.create_table(table, "id BIGINT NOT NULL");
-    let location = server.table_info(table).await["storage_location"]
-        .as_str()
-        .expect("location")
-        .to_string();
-    let sdk = server.sdk();
-    let mut stream = sdk
-        .stream_builder()
-        .table(table)
-        .oauth(CLIENT_ID, CLIENT_SECRET)
-        .json()
-        .build()
-        .await
-        .expect("stream");
+    let location = server.create_table_at(table, "id BIGINT NOT NULL").await;
+    let mut stream = server.json_stream(table).await;
     for i in 0..1000 {
         let rec = serde_json::json!({ "id": i }).to_string();
         stream

@@ -63,14 +63,7 @@ async fn official_rust_sdk_proto_and_json_streams_land_every_value_in_delta() {
         stream.close().await.expect("close");
     };
     let json = async {
-        let mut stream = sdk
-            .stream_builder()
-            .table(table)
-            .oauth(CLIENT_ID, CLIENT_SECRET)
-            .json()
-            .build()
-            .await
-            .expect("json stream");
+        let mut stream = server.json_stream(table).await;
         let (lo, hi) = (PER_STREAM, 2 * PER_STREAM);
         let mid = lo + PER_STREAM / 2;
         for i in lo..mid {

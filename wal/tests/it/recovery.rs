@@ -101,19 +101,54 @@ async fn given_garbage_appended_past_the_end_of_the_last_file_when_reopened_then
 }
 
 #[tokio::test]
-async fn given_a_torn_frame_followed_by_a_valid_frame_in_the_last_segment_then_open_fails_in_both_modes(
+async fn given_a_torn_batch_with_a_bad_frame_before_a_good_one_when_reopened_then_tolerate_mode_cuts_at_the_bad_frame_and_absolute_mode_refuses(
 ) {
     let dir = tempfile::tempdir().expect("tempdir");
     let (frames, path) = one_closed_segment(dir.path(), 10).await;
     let damaged = offset_of(&path, frames[4].lsn) + FRAME_HEADER_LEN + 1;
     flip_byte(&path, damaged);
+
+    let (segment, offset, reason) =
+        expect_corrupt(Wal::open(absolute(WalOptions::new(dir.path()))));
+    assert_eq!(segment, path);
+    assert_eq!(offset, offset_of(&path, frames[4].lsn));
+    assert!(reason.contains("torn tail"), "{reason}");
+
+    let (wal, recovered) = open(WalOptions::new(dir.path()));
+    assert_eq!(recovered.end_lsn, frames[3].end_lsn);
+    assert!(recovered.truncated_bytes > 0);
+    assert_eq!(read_all(&wal, 0), frames[..4]);
+    let more = append_many(&wal, 100..102).await;
+    assert_eq!(more[0].lsn, frames[3].end_lsn);
+}
+
+#[tokio::test]
+async fn given_a_bad_frame_followed_by_a_good_frame_further_than_one_batch_can_span_then_open_fails_in_both_modes(
+) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (wal, _) = open(WalOptions::new(dir.path()));
+    // 80 frames of 64 KiB: 5 MiB, more than one batch (4 MiB) can span.
+    let mut last = 0;
+    let mut lsns = Vec::new();
+    for i in 0..80u8 {
+        let mut record = garbage(64 << 10);
+        record[0] = i;
+        let end = crate::common::append(&wal, 1, record).await;
+        lsns.push(end - FRAME_HEADER_LEN - (64 << 10));
+        last = end;
+    }
+    wal.wait_durable(last).await.expect("durable");
+    wal.close().expect("close");
+    let path = segment_holding(dir.path(), lsns[0]);
+    assert_eq!(segment_holding(dir.path(), lsns[79]), path);
+    flip_byte(&path, offset_of(&path, lsns[1]) + FRAME_HEADER_LEN + 7);
     for opts in [
         WalOptions::new(dir.path()),
         absolute(WalOptions::new(dir.path())),
     ] {
         let (segment, offset, reason) = expect_corrupt(Wal::open(opts));
         assert_eq!(segment, path);
-        assert_eq!(offset, offset_of(&path, frames[4].lsn));
+        assert_eq!(offset, offset_of(&path, lsns[1]));
         assert!(reason.contains("valid frame follows"), "{reason}");
     }
 }

@@ -2,6 +2,7 @@
 //! protobuf and JSON decoding semantics, every error kind, atomic appends, and property tests
 //! (schema text round trip, prost-reflect messages decoded value for value).
 
+mod flat_differential;
 mod json;
 mod prost_reflect_roundtrip;
 mod proto_compile;
@@ -9,3 +10,4 @@ mod proto_decode;
 mod proto_errors;
 mod schema_roundtrip;
 mod support;
+mod visit;

@@ -1,0 +1,479 @@
+//! Trunk benchmark: the official Zerobus Rust SDK pushes ~200-byte protobuf
+//! records into a real `sluice serve` process, with 1 and with 16 concurrent
+//! streams, and the table reports records/s, MB/s, ack latency p50/p99 (from
+//! queueing a record in the SDK to its ack callback) and freshness p50/p99
+//! (from a record's ack to the moment a polling `deltalake` reader sees the
+//! Delta version holding it). Ack latency starts when `ingest_record_offset`
+//! returns (the record is queued for sending), so time spent waiting for
+//! in-flight room in the SDK is not counted.
+//!
+//! Run: `scripts/bench-trunk.sh` (builds release binaries, then runs this).
+//! Options: `--sluice PATH` (server binary, default target/release/sluice),
+//! `--seconds N` per scenario (default 10), `--streams 1,16`,
+//! `--flush-interval 1s`, `--max-inflight N` per stream (default 1000).
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use databricks_zerobus_ingest_sdk::{AckCallback, OffsetId, ProtoBytes, ZerobusSdk};
+use prost::Message;
+use prost_types::field_descriptor_proto::{Label, Type};
+use prost_types::{DescriptorProto, FieldDescriptorProto};
+use sluice_bench::stats::Samples;
+use sluice_bench::table::Table;
+
+const CLIENT_ID: &str = "bench-admin";
+const CLIENT_SECRET: &str = "bench-admin-secret-0123456789";
+/// Stream `s` uses ids `s * ID_STRIDE + offset`.
+const ID_STRIDE: i64 = 1_000_000_000;
+const TARGET_RECORD_BYTES: usize = 200;
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct Telemetry {
+    #[prost(int64, optional, tag = "1")]
+    id: Option<i64>,
+    #[prost(string, optional, tag = "2")]
+    device: Option<String>,
+    #[prost(int64, optional, tag = "3")]
+    ts: Option<i64>,
+    #[prost(double, optional, tag = "4")]
+    temp: Option<f64>,
+    #[prost(double, optional, tag = "5")]
+    humidity: Option<f64>,
+    #[prost(string, optional, tag = "6")]
+    payload: Option<String>,
+}
+
+fn descriptor() -> DescriptorProto {
+    let field = |name: &str, number: i32, ty: Type| FieldDescriptorProto {
+        name: Some(name.into()),
+        number: Some(number),
+        label: Some(Label::Optional as i32),
+        r#type: Some(ty as i32),
+        ..Default::default()
+    };
+    DescriptorProto {
+        name: Some("Telemetry".into()),
+        field: vec![
+            field("id", 1, Type::Int64),
+            field("device", 2, Type::String),
+            field("ts", 3, Type::Int64),
+            field("temp", 4, Type::Double),
+            field("humidity", 5, Type::Double),
+            field("payload", 6, Type::String),
+        ],
+        ..Default::default()
+    }
+}
+
+fn record(id: i64, padding: &str) -> Vec<u8> {
+    Telemetry {
+        id: Some(id),
+        device: Some(format!("device-{:04}", id % 1000)),
+        ts: Some(1_700_000_000_000_000 + id),
+        temp: Some(20.0 + (id % 100) as f64 / 10.0),
+        humidity: Some(0.45),
+        payload: Some(padding.to_string()),
+    }
+    .encode_to_vec()
+}
+
+/// Padding that brings a record to ~TARGET_RECORD_BYTES.
+fn padding() -> String {
+    let base = record(123_456_789, "").len();
+    "x".repeat(TARGET_RECORD_BYTES.saturating_sub(base + 2))
+}
+
+struct Options {
+    sluice: PathBuf,
+    seconds: u64,
+    streams: Vec<usize>,
+    flush_interval: String,
+    max_inflight: usize,
+}
+
+fn parse_options() -> Result<Options> {
+    let mut o = Options {
+        sluice: PathBuf::from("target/release/sluice"),
+        seconds: 10,
+        streams: vec![1, 16],
+        flush_interval: "1s".into(),
+        max_inflight: 1000,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut value = || args.next().with_context(|| format!("{a} needs a value"));
+        match a.as_str() {
+            "--sluice" => o.sluice = PathBuf::from(value()?),
+            "--seconds" => o.seconds = value()?.parse()?,
+            "--streams" => {
+                o.streams = value()?
+                    .split(',')
+                    .map(|s| s.trim().parse())
+                    .collect::<Result<_, _>>()?
+            }
+            "--flush-interval" => o.flush_interval = value()?,
+            "--max-inflight" => o.max_inflight = value()?.parse()?,
+            other => bail!("unknown option {other}"),
+        }
+    }
+    Ok(o)
+}
+
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Server {
+    fn start(binary: &Path, data_dir: &Path, flush_interval: &str) -> Result<Server> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let log = std::fs::File::create(data_dir.join("server.log"))?;
+        let child = Command::new(binary)
+            .args(["serve", "--data-dir"])
+            .arg(data_dir)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(["--flush-interval", flush_interval])
+            .args([
+                "--bootstrap-principal",
+                &format!("{CLIENT_ID}:{CLIENT_SECRET}"),
+            ])
+            .env("RUST_LOG", "warn")
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .stdin(Stdio::null())
+            .spawn()
+            .with_context(|| format!("starting {}", binary.display()))?;
+        Ok(Server {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+        })
+    }
+
+    async fn wait_ready(&self) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if let Ok(r) = reqwest::get(format!("{}/healthz", self.url)).await {
+                if r.status().is_success() {
+                    return Ok(());
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        bail!("server did not become healthy")
+    }
+
+    async fn token(&self) -> Result<String> {
+        let v: serde_json::Value = reqwest::Client::new()
+            .post(format!("{}/oidc/v1/token", self.url))
+            .basic_auth(CLIENT_ID, Some(CLIENT_SECRET))
+            .form(&[("grant_type", "client_credentials")])
+            .send()
+            .await?
+            .json()
+            .await?;
+        Ok(v["access_token"].as_str().context("no token")?.to_string())
+    }
+
+    /// Creates a table; returns its storage location.
+    async fn create_table(&self, name: &str) -> Result<String> {
+        let columns = serde_json::json!([
+            {"name": "id", "type_text": "bigint", "nullable": false},
+            {"name": "device", "type_text": "string"},
+            {"name": "ts", "type_text": "timestamp"},
+            {"name": "temp", "type_text": "double"},
+            {"name": "humidity", "type_text": "double"},
+            {"name": "payload", "type_text": "string"},
+        ]);
+        let resp = reqwest::Client::new()
+            .post(format!("{}/api/2.1/unity-catalog/tables", self.url))
+            .bearer_auth(self.token().await?)
+            .json(&serde_json::json!({"name": name, "columns": columns}))
+            .send()
+            .await?;
+        let status = resp.status();
+        let v: serde_json::Value = resp.json().await?;
+        if !status.is_success() {
+            bail!("create table: {status} {v}");
+        }
+        Ok(v["storage_location"]
+            .as_str()
+            .context("location")?
+            .to_string())
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Per-stream timestamps (ns since the run's start; 0 = not yet).
+struct Timeline {
+    start: Instant,
+    sent: Vec<AtomicU64>,
+    acked: Vec<AtomicU64>,
+}
+
+impl Timeline {
+    fn new(start: Instant, capacity: usize) -> Self {
+        Timeline {
+            start,
+            sent: (0..capacity).map(|_| AtomicU64::new(0)).collect(),
+            acked: (0..capacity).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+    fn now(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+}
+
+struct AckTimes(Arc<Timeline>);
+
+impl AckCallback for AckTimes {
+    fn on_ack(&self, offset: OffsetId) {
+        if let Some(slot) = self.0.acked.get(offset as usize) {
+            slot.store(self.0.now().max(1), Ordering::Relaxed);
+        }
+    }
+    fn on_error(&self, offset: OffsetId, error_message: &str) {
+        eprintln!("record {offset} failed: {error_message}");
+    }
+}
+
+struct ScenarioResult {
+    streams: usize,
+    records: u64,
+    bytes: u64,
+    seconds: f64,
+    ack_ms: Samples,
+    fresh_ms: Samples,
+}
+
+/// Capacity of the per-stream timelines (records per stream per run).
+const TIMELINE_CAPACITY: usize = 4_000_000;
+
+async fn run_scenario(opts: &Options, streams: usize) -> Result<ScenarioResult> {
+    let dir = std::env::temp_dir().join(format!(
+        "sluice-trunk-bench-{}-{streams}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let server = Server::start(&opts.sluice, &dir, &opts.flush_interval)?;
+    server.wait_ready().await?;
+    let table = format!("bench.trunk.s{streams}");
+    let location = server.create_table(&table).await?;
+
+    let sdk = Arc::new(
+        ZerobusSdk::builder()
+            .endpoint(&server.url)
+            .unity_catalog_url(&server.url)
+            .no_tls()
+            .build()?,
+    );
+    let start = Instant::now();
+    let timelines: Vec<Arc<Timeline>> = (0..streams)
+        .map(|_| Arc::new(Timeline::new(start, TIMELINE_CAPACITY)))
+        .collect();
+    let stop_polling = Arc::new(AtomicBool::new(false));
+    let poller = tokio::spawn(poll_visibility(
+        location.clone(),
+        start,
+        stop_polling.clone(),
+    ));
+    let deadline = start + Duration::from_secs(opts.seconds);
+    let pad = Arc::new(padding());
+    let mut tasks = Vec::new();
+    for s in 0..streams {
+        let sdk = sdk.clone();
+        let timeline = timelines[s].clone();
+        let table = table.clone();
+        let pad = pad.clone();
+        let max_inflight = opts.max_inflight;
+        tasks.push(tokio::spawn(async move {
+            let mut stream = sdk
+                .stream_builder()
+                .table(&table)
+                .oauth(CLIENT_ID, CLIENT_SECRET)
+                .compiled_proto(descriptor())
+                .max_inflight_requests(max_inflight)
+                .ack_callback(Arc::new(AckTimes(timeline.clone())))
+                .build()
+                .await?;
+            let mut bytes = 0u64;
+            let mut offset = 0usize;
+            while Instant::now() < deadline && offset < TIMELINE_CAPACITY {
+                let rec = record(s as i64 * ID_STRIDE + offset as i64, &pad);
+                bytes += rec.len() as u64;
+                let got = stream.ingest_record_offset(ProtoBytes(rec)).await? as usize;
+                // Queued in the SDK now (waits for in-flight room are not counted).
+                if let Some(slot) = timeline.sent.get(got) {
+                    slot.store(timeline.now().max(1), Ordering::Relaxed);
+                }
+                offset += 1;
+            }
+            stream.flush().await?;
+            stream.close().await?;
+            anyhow::Ok((offset as u64, bytes))
+        }));
+    }
+    let mut sent_records = 0;
+    let mut sent_bytes = 0;
+    for t in tasks {
+        let (r, b) = t.await??;
+        sent_records += r;
+        sent_bytes += b;
+    }
+    // Give the reader time to see the last commit (flush interval + commit).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    stop_polling.store(true, Ordering::Relaxed);
+    let seen = poller.await??;
+
+    let window_ns = opts.seconds * 1_000_000_000;
+    let mut records = 0u64;
+    let mut ack_ms = Samples::new();
+    let mut fresh_ms = Samples::new();
+    for (s, tl) in timelines.iter().enumerate() {
+        for offset in 0..TIMELINE_CAPACITY {
+            let sent = tl.sent[offset].load(Ordering::Relaxed);
+            if sent == 0 {
+                break;
+            }
+            let acked = tl.acked[offset].load(Ordering::Relaxed);
+            if acked == 0 {
+                continue;
+            }
+            if acked <= window_ns {
+                records += 1;
+            }
+            ack_ms.push(acked.saturating_sub(sent) as f64 / 1e6);
+            let id = s as i64 * ID_STRIDE + offset as i64;
+            if let Some(&visible) = seen.get(&id) {
+                fresh_ms.push(visible.saturating_sub(acked) as f64 / 1e6);
+            }
+        }
+    }
+    let record_bytes = sent_bytes / sent_records.max(1);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(ScenarioResult {
+        streams,
+        records,
+        bytes: records * record_bytes,
+        seconds: opts.seconds as f64,
+        ack_ms,
+        fresh_ms,
+    })
+}
+
+/// Polls the Delta table as fast as it can; for every new version, reads the
+/// ids of the files it added and notes when they became visible (ns since
+/// `start`). Returns id → visible time.
+async fn poll_visibility(
+    location: String,
+    start: Instant,
+    stop: Arc<AtomicBool>,
+) -> Result<std::collections::HashMap<i64, u64>> {
+    let url = url::Url::parse(&location)?;
+    let mut table = deltalake::open_table(url).await?;
+    let mut known: HashSet<String> = table.get_file_uris()?.collect();
+    let mut seen = std::collections::HashMap::new();
+    while !stop.load(Ordering::Relaxed) {
+        let before = table.version();
+        table.update_incremental(None).await?;
+        if table.version() != before {
+            let now = start.elapsed().as_nanos() as u64;
+            let files: Vec<String> = table.get_file_uris()?.collect();
+            for f in files {
+                if known.insert(f.clone()) {
+                    for id in read_ids(&f)? {
+                        seen.entry(id).or_insert(now);
+                    }
+                }
+            }
+        } else {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    Ok(seen)
+}
+
+fn read_ids(uri: &str) -> Result<Vec<i64>> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::Int64Type;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use parquet::arrow::ProjectionMask;
+    let path = url::Url::parse(uri)
+        .ok()
+        .and_then(|u| u.to_file_path().ok())
+        .unwrap_or_else(|| PathBuf::from(uri));
+    let builder = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&path)?)?;
+    let mask = ProjectionMask::roots(builder.parquet_schema(), [0]);
+    let mut ids = Vec::new();
+    for batch in builder.with_projection(mask).build()? {
+        let batch = batch?;
+        ids.extend(
+            batch
+                .column(0)
+                .as_primitive::<Int64Type>()
+                .values()
+                .iter()
+                .copied(),
+        );
+    }
+    Ok(ids)
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let opts = parse_options()?;
+    if !opts.sluice.exists() {
+        bail!(
+            "{} not found: build it with `cargo build --release -p sluice-server`",
+            opts.sluice.display()
+        );
+    }
+    println!(
+        "Sluice trunk benchmark: official Rust SDK 2.12.0, ~{TARGET_RECORD_BYTES}-byte proto records, \
+         {} s per scenario, flush interval {}, max {} in-flight records per stream, {} cores",
+        opts.seconds,
+        opts.flush_interval,
+        opts.max_inflight,
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    );
+    let mut table = Table::new(&[
+        "streams",
+        "records/s",
+        "MB/s",
+        "ack p50 ms",
+        "ack p99 ms",
+        "fresh p50 ms",
+        "fresh p99 ms",
+        "fresh samples",
+    ]);
+    for &n in &opts.streams {
+        let mut r = run_scenario(&opts, n).await?;
+        table.row(vec![
+            r.streams.to_string(),
+            format!("{:.0}", r.records as f64 / r.seconds),
+            format!("{:.2}", r.bytes as f64 / r.seconds / 1e6),
+            format!("{:.1}", r.ack_ms.median()),
+            format!("{:.1}", r.ack_ms.quantile(0.99)),
+            format!("{:.0}", r.fresh_ms.median()),
+            format!("{:.0}", r.fresh_ms.quantile(0.99)),
+            r.fresh_ms.len().to_string(),
+        ]);
+    }
+    print!("{}", table.render());
+    Ok(())
+}

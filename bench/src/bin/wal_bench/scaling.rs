@@ -1,0 +1,81 @@
+//! Group-commit scaling: N tasks each append a record and wait until it is durable, in a
+//! loop, for a fixed time. One fdatasync covers whatever arrived while the previous one ran.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sluice_bench::stats::Samples;
+use sluice_wal::{Wal, WalOptions};
+
+use crate::counting_fs::CountingFs;
+
+pub struct ScalingResult {
+    pub records_per_s: f64,
+    pub mb_per_s: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub fsyncs_per_s: f64,
+}
+
+pub async fn run(
+    dir: &Path,
+    appenders: usize,
+    size: usize,
+    duration: Duration,
+) -> anyhow::Result<ScalingResult> {
+    let _ = std::fs::remove_dir_all(dir);
+    let fs = CountingFs::default();
+    let (wal, _) = Wal::open_with_fs(WalOptions::new(dir), Arc::new(fs.clone()))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let syncs_before = fs.syncs();
+    let started = Instant::now();
+    let mut tasks = Vec::with_capacity(appenders);
+    for a in 0..appenders {
+        let wal = wal.clone();
+        let stop = Arc::clone(&stop);
+        tasks.push(tokio::spawn(
+            async move { appender(wal, a, size, stop).await },
+        ));
+    }
+    tokio::time::sleep(duration).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut lat = Samples::new();
+    let mut records = 0u64;
+    for t in tasks {
+        let (n, l) = t.await??;
+        records += n;
+        lat.extend(&l);
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let syncs = fs.syncs() - syncs_before;
+    wal.close()?;
+    Ok(ScalingResult {
+        records_per_s: records as f64 / elapsed,
+        mb_per_s: records as f64 * size as f64 / 1e6 / elapsed,
+        p50_ms: lat.quantile(0.50),
+        p99_ms: lat.quantile(0.99),
+        fsyncs_per_s: syncs as f64 / elapsed,
+    })
+}
+
+async fn appender(
+    wal: Wal,
+    id: usize,
+    size: usize,
+    stop: Arc<AtomicBool>,
+) -> anyhow::Result<(u64, Samples)> {
+    let mut lat = Samples::new();
+    let mut n = 0u64;
+    let payload = vec![(id % 251) as u8 | 1; size];
+    while !stop.load(Ordering::Relaxed) {
+        let t = Instant::now();
+        let r = wal.reserve(size).await?;
+        let end = wal.append(r, 1, payload.clone())?;
+        wal.wait_durable(end).await?;
+        lat.push_ms(t.elapsed());
+        n += 1;
+    }
+    Ok((n, lat))
+}

@@ -1,0 +1,269 @@
+//! zeroparser-bench: runtime-schema protobuf decoders on the same pre-encoded bytes.
+//!
+//! Decoders: prost (generated code), prost-reflect `DynamicMessage`, the official Zerobus
+//! SDK's zeroparser (`MessageRegistry::from_descriptor` + `ParsedMessage::parse`) and Sluice's
+//! zeroparser. Workloads: `proto/zeroparser_bench.proto`, 50 000 records each (see
+//! `workloads`). Two modes:
+//!
+//! - (a) parse and touch every field once (`touch`);
+//! - (b) parse into an Arrow RecordBatch (`arrow_peers`): Sluice's real path against
+//!   prost-reflect + Arrow builders.
+//!
+//! Single thread; each number is the median of several trials of at least one second of
+//! thread CPU time, in MB/s of protobuf input (10^6 bytes per CPU second).
+//!
+//! Usage: `zeroparser-bench [--trials N] [--min-trial-ms MS] [--records N] [--filter TEXT]
+//! [--only prost,reflect,official,sluice,reflect-arrow,sluice-arrow]` (a decoder left out
+//! shows 0).
+
+mod arrow_peers;
+mod generate;
+mod prost_types_gen;
+mod schema_of;
+mod timing;
+mod touch;
+mod workloads;
+
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use databricks_zerobus_ingest_sdk::zeroparser::MessageRegistry;
+use sluice_bench::table::Table;
+use sluice_zeroparser::{ProtoPlan, TableSchema};
+
+use crate::timing::{median_mb_per_s, Plan};
+use crate::workloads::Workload;
+
+struct Args {
+    plan: Plan,
+    records: usize,
+    filter: Option<String>,
+    /// Decoders to run (all when `None`): prost, reflect, official, sluice, reflect-arrow,
+    /// sluice-arrow.
+    only: Option<Vec<String>>,
+}
+
+impl Args {
+    fn runs(&self, decoder: &str) -> bool {
+        self.only
+            .as_ref()
+            .is_none_or(|only| only.iter().any(|d| d == decoder))
+    }
+}
+
+fn parse_args() -> anyhow::Result<Args> {
+    let mut args = Args {
+        plan: Plan {
+            trials: 5,
+            min_trial: Duration::from_secs(1),
+        },
+        records: 50_000,
+        filter: None,
+        only: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--trials" => args.plan.trials = value()?.parse()?,
+            "--min-trial-ms" => args.plan.min_trial = Duration::from_millis(value()?.parse()?),
+            "--records" => args.records = value()?.parse()?,
+            "--filter" => args.filter = Some(value()?),
+            "--only" => args.only = Some(value()?.split(',').map(str::to_owned).collect()),
+            other => bail!("unknown argument {other}; see the module doc for usage"),
+        }
+    }
+    Ok(args)
+}
+
+/// Everything a workload needs compiled once, outside the timed loops.
+struct Compiled {
+    registry: MessageRegistry,
+    official_fields: Vec<touch::OfficialField>,
+    schema: TableSchema,
+    plan: ProtoPlan,
+}
+
+/// Type references without the package, as a Zerobus stream's descriptor carries them
+/// (`.AllTypes.DayActivitiesEntry`): the official registry resolves only those.
+fn strip_package(message: &mut prost_types::DescriptorProto, package: &str) {
+    let prefix = format!(".{package}.");
+    for field in &mut message.field {
+        if let Some(name) = field.type_name.as_mut() {
+            if let Some(rest) = name.strip_prefix(&prefix) {
+                *name = format!(".{rest}");
+            }
+        }
+    }
+    for nested in &mut message.nested_type {
+        strip_package(nested, package);
+    }
+}
+
+fn compile(workload: &Workload) -> anyhow::Result<Compiled> {
+    let mut descriptor_proto = workload.descriptor.descriptor_proto().clone();
+    strip_package(&mut descriptor_proto, workload.descriptor.package_name());
+    let registry = MessageRegistry::from_descriptor(&descriptor_proto);
+    let sql = schema_of::table_sql(&workload.descriptor);
+    let schema = TableSchema::parse(&sql).with_context(|| format!("schema {sql}"))?;
+    let encoded = prost::Message::encode_to_vec(&descriptor_proto);
+    let plan = ProtoPlan::compile(&encoded, &schema).context("compiling the Sluice plan")?;
+    Ok(Compiled {
+        official_fields: touch::official_fields(&workload.descriptor),
+        registry,
+        schema,
+        plan,
+    })
+}
+
+/// Checks that every decoder accepts every record before anything is timed.
+fn check(workload: &Workload, c: &Compiled) -> anyhow::Result<()> {
+    let records = &workload.records;
+    let n = records.len();
+    let official_ok = match records.iter().find_map(|r| {
+        databricks_zerobus_ingest_sdk::zeroparser::parser::ParsedMessage::parse(r, &c.registry)
+            .err()
+    }) {
+        None => true,
+        Some(e) => {
+            eprintln!("official zeroparser: {e}");
+            false
+        }
+    };
+    let sluice_ok = records
+        .iter()
+        .all(|r| c.plan.visit(r, &mut NoVisit).is_ok());
+    let rows = arrow_peers::sluice(&c.schema, &c.plan, records);
+    if !official_ok || !sluice_ok || rows != n {
+        bail!(
+            "{}: a decoder rejected a record (official ok: {official_ok}, sluice visit ok: \
+             {sluice_ok}, sluice rows {rows} of {n})",
+            workload.name
+        );
+    }
+    Ok(())
+}
+
+struct NoVisit;
+impl<'a> sluice_zeroparser::Visitor<'a> for NoVisit {
+    fn scalar(&mut self, _: usize, _: sluice_zeroparser::Scalar<'a>) {}
+    fn clear(&mut self, _: usize) {}
+    fn element(&mut self, _: usize, _: sluice_zeroparser::Scalar<'a>) {}
+    fn map_entry(
+        &mut self,
+        _: usize,
+        _: sluice_zeroparser::Scalar<'a>,
+        _: sluice_zeroparser::Scalar<'a>,
+    ) {
+    }
+    fn begin_message(&mut self, _: usize) {}
+    fn begin_element(&mut self, _: usize) {}
+    fn begin_map_value(&mut self, _: usize, _: sluice_zeroparser::Scalar<'a>) {}
+    fn end_message(&mut self) {}
+}
+
+/// [`median_mb_per_s`] if `decoder` is selected, else 0.
+fn measure(args: &Args, decoder: &str, bytes: usize, pass: impl FnMut()) -> f64 {
+    if args.runs(decoder) {
+        median_mb_per_s(args.plan, bytes, pass)
+    } else {
+        0.0
+    }
+}
+
+fn mb(rate: f64) -> String {
+    format!("{rate:.0}")
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = parse_args()?;
+    let workloads: Vec<Workload> = workloads::all(args.records)?
+        .into_iter()
+        .filter(|w| args.filter.as_deref().is_none_or(|f| w.name.contains(f)))
+        .collect();
+    let mut touch_table = Table::new(&[
+        "workload",
+        "bytes/record",
+        "prost MB/s",
+        "prost-reflect MB/s",
+        "official zeroparser MB/s",
+        "Sluice zeroparser MB/s",
+        "Sluice / official",
+    ]);
+    let mut arrow_table = Table::new(&[
+        "workload",
+        "bytes/record",
+        "prost-reflect + Arrow builders MB/s",
+        "Sluice RecordBatchBuilder MB/s",
+        "Sluice / prost-reflect",
+        "Sluice rows/s",
+    ]);
+    for workload in &workloads {
+        let c = compile(workload)?;
+        check(workload, &c)?;
+        let records = &workload.records;
+        let bytes = workload.bytes();
+        eprintln!("measuring {} ...", workload.name);
+        let prost = measure(&args, "prost", bytes, || {
+            std::hint::black_box(touch::prost(workload.message, records));
+        });
+        let reflect = measure(&args, "reflect", bytes, || {
+            std::hint::black_box(touch::prost_reflect(&workload.descriptor, records));
+        });
+        let official = measure(&args, "official", bytes, || {
+            std::hint::black_box(touch::official(&c.registry, &c.official_fields, records));
+        });
+        let sluice = measure(&args, "sluice", bytes, || {
+            std::hint::black_box(touch::sluice(&c.plan, records));
+        });
+        let size = format!("{:.0}", workload.mean_record_bytes());
+        touch_table.row(vec![
+            workload.name.into(),
+            size.clone(),
+            mb(prost),
+            mb(reflect),
+            mb(official),
+            mb(sluice),
+            format!("{:.2}×", sluice / official),
+        ]);
+        let arrow_schema = c.schema.arrow_schema();
+        let reflect_arrow = measure(&args, "reflect-arrow", bytes, || {
+            std::hint::black_box(arrow_peers::prost_reflect(
+                &workload.descriptor,
+                &arrow_schema,
+                records,
+            ));
+        });
+        let sluice_arrow = measure(&args, "sluice-arrow", bytes, || {
+            std::hint::black_box(arrow_peers::sluice(&c.schema, &c.plan, records));
+        });
+        arrow_table.row(vec![
+            workload.name.into(),
+            size,
+            mb(reflect_arrow),
+            mb(sluice_arrow),
+            format!("{:.2}×", sluice_arrow / reflect_arrow),
+            format!(
+                "{:.2} M",
+                sluice_arrow * 1e6 / workload.mean_record_bytes() / 1e6
+            ),
+        ]);
+    }
+    println!(
+        "zeroparser-bench: {} records per workload, single thread, median of {} trials of \
+         >= {:?} thread CPU time each (CPU time, not wall time: this machine has {} cores \
+         shared with other builds). MB/s = 10^6 bytes of protobuf input per CPU second.\n",
+        args.records,
+        args.plan.trials,
+        args.plan.min_trial,
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+    );
+    println!("Mode (a): parse and touch every field once\n");
+    println!("{}", touch_table.render());
+    println!(
+        "Mode (b): parse into an Arrow RecordBatch ({} rows per batch, finish included)\n",
+        arrow_peers::BATCH_ROWS
+    );
+    println!("{}", arrow_table.render());
+    Ok(())
+}

@@ -1,0 +1,367 @@
+//! [`ProtoPlan::visit`]: the allocation-free single pass over one protobuf record. Every
+//! field the plan maps is decoded, converted to its column's representation and validated
+//! exactly as for the Arrow path (wire types, varints, lengths, UTF-8, VARIANT JSON, integer
+//! ranges, enum names, depth), then handed to a [`Visitor`] in wire order. Strings and bytes
+//! borrow from the record, enum names from the plan.
+//!
+//! The visitor sees the wire, not the merged record: a singular field that occurs twice is
+//! reported twice (the later one wins), a singular message that occurs twice is entered twice
+//! (merge them), setting one member of a oneof first [`clear`](Visitor::clear)s the others,
+//! and map entries come in arrival order, duplicates included (the later value wins). NOT
+//! NULL columns are not checked here; `RecordBatchBuilder::append_proto` checks them.
+
+use std::borrow::Cow;
+
+use crate::error::{DecodeError, DecodeErrorKind, WireType};
+use crate::path::Segment;
+use crate::plan::{FieldPlan, FieldShape, MapPlan, MapValuePlan, MessagePlan, ProtoPlan};
+use crate::proto_scalar::ScalarPlan;
+use crate::value::{render_key, Value};
+use crate::wire::{Reader, MAX_DEPTH};
+
+/// One decoded value in its column's representation.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Scalar<'a> {
+    /// BOOLEAN.
+    Bool(bool),
+    /// TINYINT / SMALLINT / INT / BIGINT / DATE (days) / TIMESTAMP[_NTZ] (µs), range-checked
+    /// for the column.
+    Int(i64),
+    /// FLOAT.
+    Float(f32),
+    /// DOUBLE.
+    Double(f64),
+    /// STRING (enum names included) and VARIANT (compact JSON text).
+    Str(Cow<'a, str>),
+    /// BINARY.
+    Bytes(&'a [u8]),
+}
+
+impl<'a> From<Scalar<'a>> for Value<'a> {
+    fn from(scalar: Scalar<'a>) -> Self {
+        match scalar {
+            Scalar::Bool(v) => Value::Bool(v),
+            Scalar::Int(v) => Value::Int(v),
+            Scalar::Float(v) => Value::Float(v),
+            Scalar::Double(v) => Value::Double(v),
+            Scalar::Str(v) => Value::Str(v),
+            Scalar::Bytes(v) => Value::Bytes(Cow::Borrowed(v)),
+        }
+    }
+}
+
+/// Receives the fields of one record from [`ProtoPlan::visit`]. `slot` is the column's
+/// position in the table schema (or in the enclosing STRUCT).
+pub trait Visitor<'a> {
+    /// A singular scalar field.
+    fn scalar(&mut self, slot: usize, value: Scalar<'a>);
+    /// A member of a oneof was set: `slot`, another member, is absent again.
+    fn clear(&mut self, slot: usize);
+    /// One element of a repeated scalar field (ARRAY column).
+    fn element(&mut self, slot: usize, value: Scalar<'a>);
+    /// One entry of a map whose values are scalars (absent key or value: the zero value).
+    fn map_entry(&mut self, slot: usize, key: Scalar<'a>, value: Scalar<'a>);
+    /// A singular message field (STRUCT column) begins; its fields follow, then
+    /// [`end_message`](Self::end_message).
+    fn begin_message(&mut self, slot: usize);
+    /// One element of a repeated message field begins.
+    fn begin_element(&mut self, slot: usize);
+    /// The message value of one map entry begins.
+    fn begin_map_value(&mut self, slot: usize, key: Scalar<'a>);
+    /// The message begun last ends.
+    fn end_message(&mut self);
+
+    /// A singular integer field (the fast path's typed form of [`scalar`](Self::scalar)).
+    #[inline]
+    fn int(&mut self, slot: usize, value: i64) {
+        self.scalar(slot, Scalar::Int(value));
+    }
+    /// A singular DOUBLE field.
+    #[inline]
+    fn double(&mut self, slot: usize, value: f64) {
+        self.scalar(slot, Scalar::Double(value));
+    }
+    /// A singular FLOAT field.
+    #[inline]
+    fn float(&mut self, slot: usize, value: f32) {
+        self.scalar(slot, Scalar::Float(value));
+    }
+    /// A singular BOOLEAN field.
+    #[inline]
+    fn boolean(&mut self, slot: usize, value: bool) {
+        self.scalar(slot, Scalar::Bool(value));
+    }
+    /// A singular STRING field borrowed from the record.
+    #[inline]
+    fn string(&mut self, slot: usize, value: &'a str) {
+        self.scalar(slot, Scalar::Str(Cow::Borrowed(value)));
+    }
+    /// A singular BINARY field.
+    #[inline]
+    fn bytes(&mut self, slot: usize, value: &'a [u8]) {
+        self.scalar(slot, Scalar::Bytes(value));
+    }
+}
+
+impl ProtoPlan {
+    /// Decodes and validates `record`, handing every mapped field to `visitor`; allocates
+    /// nothing (except for VARIANT text that needs compacting and enum numbers the
+    /// descriptor does not name). On error the visitor has seen a prefix of the record.
+    pub fn visit<'a, V: Visitor<'a>>(
+        &'a self,
+        record: &'a [u8],
+        visitor: &mut V,
+    ) -> Result<(), DecodeError> {
+        let mut reader = Reader::new(record, 0);
+        visit_message(&self.root, &mut reader, visitor, 0)
+    }
+}
+
+/// Visits the fields of one message up to the end of `reader`.
+#[inline]
+pub(crate) fn visit_message<'a, V: Visitor<'a>>(
+    plan: &'a MessagePlan,
+    reader: &mut Reader<'a>,
+    visitor: &mut V,
+    depth: usize,
+) -> Result<(), DecodeError> {
+    while !reader.is_empty() {
+        // Fast path: a short tag, a fast-table entry with the matching wire type.
+        if let Some((tag, len)) = reader.peek_short_tag() {
+            if let Some(&entry) = plan.fast.get((tag >> 3) as usize) {
+                if u32::from(entry.wire) == tag & 7 {
+                    reader.advance(len);
+                    if let Err(e) = entry.visit(reader, visitor) {
+                        return Err(in_field_of(plan, tag >> 3, e));
+                    }
+                    continue;
+                }
+            }
+        }
+        let tag_offset = reader.offset();
+        let (number, wire) = reader.read_tag()?;
+        let Some(field) = plan.lookup(number) else {
+            reader.skip_field(number, wire, tag_offset, depth)?;
+            continue;
+        };
+        if let Some(members) = field.oneof.and_then(|i| plan.oneofs.get(i)) {
+            for &slot in members.iter().filter(|&&slot| slot != field.slot) {
+                visitor.clear(slot);
+            }
+        }
+        if let FieldShape::Scalar(scalar) = &field.shape {
+            if scalar.kind.wire_type() != wire {
+                return Err(
+                    wrong_wire(scalar.kind.wire_type(), wire, tag_offset).in_field(&field.name)
+                );
+            }
+            match scalar.read_scalar(reader) {
+                Ok(value) => visitor.scalar(field.slot, value),
+                Err(e) => return Err(e.in_field(&field.name)),
+            }
+            continue;
+        }
+        visit_field(field, wire, tag_offset, reader, visitor, depth)
+            .map_err(|e| e.in_field(&field.name))?;
+    }
+    Ok(())
+}
+
+/// Adds the name of field `number` to an error from the fast path.
+#[cold]
+fn in_field_of(plan: &MessagePlan, number: u32, error: DecodeError) -> DecodeError {
+    match plan.lookup(number) {
+        Some(field) => error.in_field(&field.name),
+        None => error,
+    }
+}
+
+#[cold]
+fn wrong_wire(expected: WireType, found: WireType, tag_offset: usize) -> DecodeError {
+    DecodeError::at(
+        DecodeErrorKind::WrongWireType { expected, found },
+        tag_offset,
+    )
+}
+
+fn expect_wire(expected: WireType, found: WireType, tag_offset: usize) -> Result<(), DecodeError> {
+    if expected == found {
+        Ok(())
+    } else {
+        Err(wrong_wire(expected, found, tag_offset))
+    }
+}
+
+/// A reader over a nested message one level deeper than `depth`.
+pub(crate) fn nested<'a>(
+    reader: &mut Reader<'a>,
+    wire: WireType,
+    tag_offset: usize,
+    depth: usize,
+) -> Result<Reader<'a>, DecodeError> {
+    expect_wire(WireType::Len, wire, tag_offset)?;
+    if depth + 1 > MAX_DEPTH {
+        return Err(DecodeError::at(
+            DecodeErrorKind::DepthExceeded { limit: MAX_DEPTH },
+            tag_offset,
+        ));
+    }
+    reader.read_sub_reader()
+}
+
+fn visit_field<'a, V: Visitor<'a>>(
+    field: &'a FieldPlan,
+    wire: WireType,
+    tag_offset: usize,
+    reader: &mut Reader<'a>,
+    visitor: &mut V,
+    depth: usize,
+) -> Result<(), DecodeError> {
+    let slot = field.slot;
+    match &field.shape {
+        FieldShape::Scalar(scalar) => {
+            expect_wire(scalar.kind.wire_type(), wire, tag_offset)?;
+            visitor.scalar(slot, scalar.read_scalar(reader)?);
+        }
+        FieldShape::Message(message) => {
+            let mut sub = nested(reader, wire, tag_offset, depth)?;
+            visitor.begin_message(slot);
+            visit_message(message, &mut sub, visitor, depth + 1)?;
+            visitor.end_message();
+        }
+        FieldShape::RepeatedScalar(scalar) => {
+            // Error paths index elements within this occurrence of the field.
+            if wire == WireType::Len && scalar.kind.packable() {
+                let mut packed = reader.read_sub_reader()?;
+                let mut index = 0;
+                while !packed.is_empty() {
+                    let item = scalar
+                        .read_scalar(&mut packed)
+                        .map_err(|e| e.within(Segment::Index(index)))?;
+                    visitor.element(slot, item);
+                    index += 1;
+                }
+            } else {
+                expect_wire(scalar.kind.wire_type(), wire, tag_offset)?;
+                let item = scalar
+                    .read_scalar(reader)
+                    .map_err(|e| e.within(Segment::Index(0)))?;
+                visitor.element(slot, item);
+            }
+        }
+        FieldShape::RepeatedMessage(message) => {
+            let mut sub = nested(reader, wire, tag_offset, depth)?;
+            visitor.begin_element(slot);
+            visit_message(message, &mut sub, visitor, depth + 1)?;
+            visitor.end_message();
+        }
+        FieldShape::Map(map) => {
+            let sub = nested(reader, wire, tag_offset, depth)?;
+            visit_entry(slot, map, sub, tag_offset, visitor, depth + 1)?;
+        }
+    }
+    Ok(())
+}
+
+/// The key of a map entry: field 1, last occurrence wins; absent: the zero value.
+fn entry_key<'a>(
+    map: &'a MapPlan,
+    mut reader: Reader<'a>,
+    entry_offset: usize,
+    depth: usize,
+) -> Result<Scalar<'a>, DecodeError> {
+    let mut key = None;
+    while !reader.is_empty() {
+        let tag_offset = reader.offset();
+        let (number, wire) = reader.read_tag()?;
+        if number == 1 {
+            let value = expect_wire(map.key.kind.wire_type(), wire, tag_offset)
+                .and_then(|()| map.key.read_scalar(&mut reader))
+                .map_err(|e| e.within(Segment::MapKey))?;
+            key = Some(value);
+        } else {
+            reader.skip_field(number, wire, tag_offset, depth)?;
+        }
+    }
+    match key {
+        Some(key) => Ok(key),
+        None => zero(&map.key, entry_offset).map_err(|e| e.within(Segment::MapKey)),
+    }
+}
+
+fn key_segment(key: &Scalar<'_>) -> Segment {
+    Segment::Key(render_key(&Value::from(key.clone())))
+}
+
+/// Visits one map entry: key = field 1, value = field 2, last occurrence wins (messages
+/// merge), absent ones get the zero value.
+fn visit_entry<'a, V: Visitor<'a>>(
+    slot: usize,
+    map: &'a MapPlan,
+    mut reader: Reader<'a>,
+    entry_offset: usize,
+    visitor: &mut V,
+    depth: usize,
+) -> Result<(), DecodeError> {
+    match &map.value {
+        MapValuePlan::Scalar(scalar) => {
+            let mut key: Option<Scalar<'a>> = None;
+            let mut value: Option<Scalar<'a>> = None;
+            while !reader.is_empty() {
+                let tag_offset = reader.offset();
+                let (number, wire) = reader.read_tag()?;
+                match number {
+                    1 => {
+                        let k = expect_wire(map.key.kind.wire_type(), wire, tag_offset)
+                            .and_then(|()| map.key.read_scalar(&mut reader))
+                            .map_err(|e| e.within(Segment::MapKey))?;
+                        key = Some(k);
+                    }
+                    2 => {
+                        let v = expect_wire(scalar.kind.wire_type(), wire, tag_offset)
+                            .and_then(|()| scalar.read_scalar(&mut reader))
+                            .map_err(|e| match &key {
+                                Some(key) => e.within(key_segment(key)),
+                                None => e.within(Segment::MapValue),
+                            })?;
+                        value = Some(v);
+                    }
+                    _ => reader.skip_field(number, wire, tag_offset, depth)?,
+                }
+            }
+            let key = match key {
+                Some(key) => key,
+                None => zero(&map.key, entry_offset).map_err(|e| e.within(Segment::MapKey))?,
+            };
+            let value = match value {
+                Some(value) => value,
+                None => zero(scalar, entry_offset).map_err(|e| e.within(key_segment(&key)))?,
+            };
+            visitor.map_entry(slot, key, value);
+        }
+        MapValuePlan::Message(message) => {
+            // The key may follow the value on the wire: find it first.
+            let key = entry_key(map, reader.clone(), entry_offset, depth)?;
+            let segment = || key_segment(&key);
+            visitor.begin_map_value(slot, key.clone());
+            while !reader.is_empty() {
+                let tag_offset = reader.offset();
+                let (number, wire) = reader.read_tag()?;
+                if number == 2 {
+                    let mut sub = nested(&mut reader, wire, tag_offset, depth)
+                        .map_err(|e| e.within(segment()))?;
+                    visit_message(message, &mut sub, visitor, depth + 1)
+                        .map_err(|e| e.within(segment()))?;
+                } else {
+                    reader.skip_field(number, wire, tag_offset, depth)?;
+                }
+            }
+            visitor.end_message();
+        }
+    }
+    Ok(())
+}
+
+fn zero<'a>(scalar: &'a ScalarPlan, offset: usize) -> Result<Scalar<'a>, DecodeError> {
+    scalar.zero().map_err(|kind| DecodeError::at(kind, offset))
+}
