@@ -1,73 +1,24 @@
 //! Precise statuses for protocol misuse, seen by a raw tonic client (the
 //! official SDKs never send these), while the stream's valid prefix is acked.
 
-use sluice_proto::zerobus_client::ZerobusClient;
-use sluice_proto::{
-    ephemeral_stream_request::Payload, ephemeral_stream_response, ingest_record_request,
-    CreateIngestStreamRequest, EphemeralStreamRequest, IngestRecordRequest, RecordType,
-};
 use tonic::Code;
 
 use crate::harness::Server;
+use crate::raw::{create_json as create, json_record, Call};
 
-fn create(table: &str) -> EphemeralStreamRequest {
-    EphemeralStreamRequest {
-        payload: Some(Payload::CreateStream(CreateIngestStreamRequest {
-            table_name: Some(table.into()),
-            descriptor_proto: None,
-            record_type: Some(RecordType::Json as i32),
-            avro_schema_json: None,
-        })),
-    }
-}
-
-fn json_record(offset: i64, text: &str) -> EphemeralStreamRequest {
-    EphemeralStreamRequest {
-        payload: Some(Payload::IngestRecord(IngestRecordRequest {
-            offset_id: Some(offset),
-            record: Some(ingest_record_request::Record::JsonRecord(text.into())),
-        })),
-    }
-}
-
-/// Sends `requests` on one stream; returns the acked offsets and the final status.
+/// Sends `requests` on one stream with the given token.
 async fn exchange(
     server: &Server,
     table: &str,
     token: Option<String>,
-    requests: Vec<EphemeralStreamRequest>,
+    requests: Vec<sluice_proto::EphemeralStreamRequest>,
 ) -> (Vec<i64>, Option<tonic::Status>) {
-    let mut client = ZerobusClient::connect(server.url.clone())
-        .await
-        .expect("connect");
-    let mut req = tonic::Request::new(futures::stream::iter(requests));
-    if let Some(t) = token {
-        req.metadata_mut().insert(
-            "authorization",
-            format!("Bearer {t}").parse().expect("meta"),
-        );
-    }
-    req.metadata_mut().insert(
-        "x-databricks-zerobus-table-name",
-        table.parse().expect("meta"),
-    );
-    let mut acks = Vec::new();
-    let mut inbound = match client.ephemeral_stream(req).await {
-        Ok(r) => r.into_inner(),
-        Err(status) => return (acks, Some(status)),
+    let call = Call {
+        url: &server.url,
+        table,
+        token: token.as_deref(),
     };
-    loop {
-        match inbound.message().await {
-            Ok(Some(m)) => {
-                if let Some(ephemeral_stream_response::Payload::IngestRecordResponse(a)) = m.payload
-                {
-                    acks.push(a.durability_ack_up_to_offset.expect("ack offset"));
-                }
-            }
-            Ok(None) => return (acks, None),
-            Err(status) => return (acks, Some(status)),
-        }
-    }
+    crate::raw::exchange(call, requests).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
