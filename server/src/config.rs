@@ -63,6 +63,9 @@ pub struct ServeConfig {
     pub limits: crate::limits::Limits,
     /// fdatasync the WAL before acking (the only safe choice). Default: true.
     pub wal_fsync: bool,
+    /// Size every WAL segment file is preallocated to (`--wal-segment-bytes`).
+    /// Default: 64 MiB.
+    pub wal_segment_bytes: u64,
 }
 
 impl ServeConfig {
@@ -83,6 +86,7 @@ impl ServeConfig {
             tls: None,
             limits: crate::limits::Limits::default(),
             wal_fsync: true,
+            wal_segment_bytes: 64 << 20,
         }
     }
 
@@ -96,6 +100,11 @@ impl ServeConfig {
         }
         if self.token_ttl < Duration::from_secs(60) {
             return Err(ServerError::Config("token lifetime must be >= 60 s".into()));
+        }
+        if self.wal_segment_bytes < 64 << 10 {
+            return Err(ServerError::Config(
+                "--wal-segment-bytes must be >= 64 KiB".into(),
+            ));
         }
         self.limits.sanitize(self.max_message_bytes)?;
         if let Some((id, secret)) = &self.bootstrap_principal {

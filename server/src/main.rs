@@ -120,6 +120,10 @@ struct ServeArgs {
     /// ... or once its memtable holds this many bytes.
     #[arg(long, default_value_t = 64 << 20)]
     flush_bytes: usize,
+    /// Size each WAL segment file is preallocated to (a record larger than this gets a
+    /// segment of its own).
+    #[arg(long, default_value_t = 64 << 20)]
+    wal_segment_bytes: u64,
     /// oauth (default) or none (no authentication; local experiments only).
     #[arg(long, default_value = "oauth", value_parser = parse_auth)]
     auth: AuthMode,
@@ -232,6 +236,7 @@ async fn main() -> anyhow::Result<()> {
             config.warehouse = args.warehouse;
             config.flush_interval = args.flush_interval;
             config.flush_bytes = args.flush_bytes;
+            config.wal_segment_bytes = args.wal_segment_bytes;
             config.auth = args.auth;
             config.bootstrap_principal = bootstrap;
             config.token_ttl = args.token_ttl;

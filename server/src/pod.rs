@@ -68,6 +68,7 @@ impl Pod {
             config.token_ttl,
         )?);
         let mut wal_options = WalOptions::new(config.data_dir.join("wal"));
+        wal_options.segment_bytes = config.wal_segment_bytes;
         wal_options.durability = if config.wal_fsync {
             Durability::Fsync
         } else {

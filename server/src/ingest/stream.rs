@@ -18,7 +18,7 @@ use sluice_proto::{
     ingest_record_request, CloseStreamSignal, CreateIngestStreamResponse, EphemeralStreamRequest,
     EphemeralStreamResponse, IngestRecordResponse,
 };
-use sluice_wal::{DurableState, Lsn};
+use sluice_wal::{DurableState, Lsn, WalError};
 use sluice_zeroparser::RecordBatchBuilder;
 use tokio::sync::{mpsc, watch};
 use tonic::{Status, Streaming};
@@ -114,6 +114,21 @@ enum End {
     Shutdown,
     /// A request was bad (or the WAL failed): ack the valid prefix, then fail.
     Failed(Status),
+    /// The WAL's disk is full: ack what is durable now and fail at once with
+    /// RESOURCE_EXHAUSTED. Records still held by the stalled writer are not waited for:
+    /// they become durable (and reach Delta) once space returns, and the producer resends
+    /// what it saw unacked (at-least-once, as across any reconnect).
+    WalFull(Status),
+}
+
+impl End {
+    /// How a failed run ends the stream.
+    fn from_error(e: ServerError) -> End {
+        match e {
+            ServerError::Wal(WalError::NoSpace { .. }) => End::WalFull(e.to_status()),
+            other => End::Failed(other.to_status()),
+        }
+    }
 }
 
 struct StreamState<'p> {
@@ -190,7 +205,7 @@ impl<'p> StreamState<'p> {
                             }
                         }
                         if let Err(e) = self.process_run(run).await {
-                            return End::Failed(e.to_status());
+                            return End::from_error(e);
                         }
                         // An over-size or undecodable request right after the
                         // run: the run is logged (and acked), then its status.
@@ -260,6 +275,10 @@ impl<'p> StreamState<'p> {
     async fn finish(&mut self, end: End) {
         let end = match end {
             End::ClientGone => return,
+            End::WalFull(status) => match self.send_durable_acks().await {
+                Ok(()) => End::Failed(status),
+                Err(e) => e,
+            },
             other => match self.drain_acks().await {
                 Ok(()) => other,
                 Err(e) => e,
@@ -284,7 +303,7 @@ impl<'p> StreamState<'p> {
                     )))
                     .await;
             }
-            End::Failed(status) => {
+            End::Failed(status) | End::WalFull(status) => {
                 let _ = self.tx.send(Err(status)).await;
             }
         }

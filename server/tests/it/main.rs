@@ -8,6 +8,7 @@ mod auth;
 mod bad_input;
 mod cli_tables;
 mod crash_torture;
+mod disk_full;
 mod doctor;
 mod harness;
 mod limits;

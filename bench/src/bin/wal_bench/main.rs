@@ -9,10 +9,12 @@
 //!    ≥ 50× the single-writer fsync IOPS, with p99 ack ≤ 2× the disk's fdatasync p99.
 //!
 //! 3. The message-queue scenarios of the Milvus NATS/RocksMQ comparison (1 KB × 50 000,
-//!    64 KB × 10 000, 1 MB × 500, 5 MB × 100; publish all durably, then read all back) on
-//!    the WAL alone; the NATS JetStream and RocksDB peers are not wired in yet.
+//!    64 KB × 10 000, 1 MB × 500, 5 MB × 100; publish all durably, then read all back):
+//!    Sluice's WAL, and with feature `peers` NATS JetStream and RocksDB at equal
+//!    durability, in the same run (see `mq`).
 //!
-//! `scripts/bench-wal.sh` installs fio and runs this with one command.
+//! `scripts/bench-wal.sh` installs fio and runs this with one command;
+//! `scripts/bench-wal.sh --peers` builds with the peers and runs the scenarios alone.
 
 mod counting_fs;
 mod fio;
@@ -31,6 +33,17 @@ struct Args {
     seconds: u64,
     fio: String,
     seed_bytes: u64,
+    /// Runs per scaling point; the table shows medians.
+    runs: usize,
+    /// Sections to run: `seed`, `scaling`, `mq`.
+    only: Vec<String>,
+    peers: mq::PeerOptions,
+}
+
+impl Args {
+    fn runs_section(&self, name: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|s| s == name)
+    }
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -39,6 +52,11 @@ fn parse_args() -> anyhow::Result<Args> {
         seconds: 5,
         fio: "fio".into(),
         seed_bytes: 22 << 20,
+        runs: 1,
+        only: Vec::new(),
+        peers: mq::PeerOptions {
+            nats_server: "nats-server".into(),
+        },
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -48,10 +66,15 @@ fn parse_args() -> anyhow::Result<Args> {
             "--seconds" => args.seconds = value()?.parse()?,
             "--fio" => args.fio = value()?,
             "--seed-mb" => args.seed_bytes = value()?.parse::<u64>()? << 20,
+            "--runs" => args.runs = value()?.parse::<usize>()?.max(1),
+            "--only" => args.only = value()?.split(',').map(str::to_owned).collect(),
+            "--nats-server" => args.peers.nats_server = value()?,
             "-h" | "--help" => {
                 println!(
                     "wal-bench [--dir DIR (target/wal-bench)] [--seconds N per scaling run (5)] \
-                     [--fio PATH (fio)] [--seed-mb MB (22)]"
+                     [--runs N scaling runs, medians shown (1)] [--fio PATH (fio)] \
+                     [--seed-mb MB (22)] [--only seed,scaling,mq] \
+                     [--nats-server PATH (nats-server, >= 2.10; feature peers)]"
                 );
                 std::process::exit(0);
             }
@@ -62,6 +85,10 @@ fn parse_args() -> anyhow::Result<Args> {
 }
 
 fn main() -> anyhow::Result<()> {
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some("--mq-child") {
+        return mq::child_main(&argv[2..]);
+    }
     let args = parse_args()?;
     std::fs::create_dir_all(&args.dir)
         .with_context(|| format!("creating {}", args.dir.display()))?;
@@ -69,9 +96,29 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     println!("WAL benchmark in {}\n", args.dir.display());
+    // The scaling goals are stated against the seed figures, so scaling implies seed.
+    if args.runs_section("seed") || args.runs_section("scaling") {
+        let disk = seed_section(&runtime, &args)?;
+        if args.runs_section("scaling") {
+            scaling_section(&runtime, &args, &disk)?;
+        }
+    }
+    if args.runs_section("mq") {
+        mq_section(&args)?;
+    }
+    Ok(())
+}
 
-    // 1. Seed recipe, Sluice and fio side by side.
+/// The disk's single-writer fsync figures: fio's, else the WAL's own.
+struct DiskFigures {
+    single_iops: f64,
+    fdatasync_p99_ms: f64,
+}
+
+/// 1. Seed recipe, Sluice and fio side by side.
+fn seed_section(runtime: &tokio::runtime::Runtime, args: &Args) -> anyhow::Result<DiskFigures> {
     let wal_seed = runtime.block_on(seed::run(&args.dir.join("seed"), args.seed_bytes))?;
+    let _ = std::fs::remove_dir_all(args.dir.join("seed"));
     let fio_seed = match fio::run(&args.fio, &args.dir, args.seed_bytes) {
         Ok(r) => Some(r),
         Err(e) => {
@@ -100,8 +147,18 @@ fn main() -> anyhow::Result<()> {
         ]);
     }
     println!("{}", t.render());
+    Ok(DiskFigures {
+        single_iops: fio_seed.as_ref().map_or(wal_seed.iops, |f| f.iops),
+        fdatasync_p99_ms: fio_seed.as_ref().map_or(wal_seed.p99_ms, |f| f.sync_p99_ms),
+    })
+}
 
-    // 2. Group-commit scaling.
+/// 2. Group-commit scaling, medians of `--runs` runs per point, and the goals.
+fn scaling_section(
+    runtime: &tokio::runtime::Runtime,
+    args: &Args,
+    disk: &DiskFigures,
+) -> anyhow::Result<()> {
     let mut t = Table::new(&[
         "appenders",
         "record B",
@@ -116,12 +173,17 @@ fn main() -> anyhow::Result<()> {
     for appenders in [1usize, 16, 256] {
         for size in [200usize, 2300] {
             let dir = args.dir.join(format!("scaling-{appenders}-{size}"));
-            let r = runtime.block_on(scaling::run(
-                &dir,
-                appenders,
-                size,
-                Duration::from_secs(args.seconds),
-            ))?;
+            let mut runs = Vec::with_capacity(args.runs);
+            for _ in 0..args.runs {
+                runs.push(runtime.block_on(scaling::run(
+                    &dir,
+                    appenders,
+                    size,
+                    Duration::from_secs(args.seconds),
+                ))?);
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+            let r = scaling::median(runs);
             t.row(vec![
                 appenders.to_string(),
                 size.to_string(),
@@ -135,58 +197,114 @@ fn main() -> anyhow::Result<()> {
             if appenders == 256 {
                 at_256.push((size, r));
             }
-            let _ = std::fs::remove_dir_all(&dir);
         }
     }
+    if args.runs > 1 {
+        println!("medians of {} runs per row", args.runs);
+    }
     println!("{}", t.render());
-
-    // Goals, against the single-writer fsync IOPS and the disk's fdatasync p99 (fio's,
-    // else the WAL's own single-writer figure).
-    let single_iops = fio_seed.as_ref().map_or(wal_seed.iops, |f| f.iops);
-    let disk_p99 = fio_seed.as_ref().map_or(wal_seed.p99_ms, |f| f.sync_p99_ms);
     for (size, r) in &at_256 {
-        let speedup = r.records_per_s / single_iops.max(1e-9);
+        let speedup = r.records_per_s / disk.single_iops.max(1e-9);
+        let p99_goal = 2.0 * disk.fdatasync_p99_ms;
         println!(
             "goal @256 appenders, {size} B: records/s = {speedup:.0}x single-writer fsync IOPS \
-             (goal >= 50x: {}); p99 ack {:.3} ms vs 2x disk fdatasync p99 {:.3} ms ({})",
-            if speedup >= 50.0 { "met" } else { "NOT met" },
+             (goal >= 50x: {}); p99 ack {:.3} ms vs 2x disk fdatasync p99 {p99_goal:.3} ms ({})",
+            met(speedup >= 50.0),
             r.p99_ms,
-            2.0 * disk_p99,
-            if r.p99_ms <= 2.0 * disk_p99 {
-                "met"
-            } else {
-                "NOT met"
-            },
+            met(r.p99_ms <= p99_goal),
         );
     }
+    println!();
+    Ok(())
+}
 
-    // 3. Message-queue scenarios.
+fn met(yes: bool) -> &'static str {
+    if yes {
+        "met"
+    } else {
+        "NOT met"
+    }
+}
+
+/// 3. Message-queue scenarios, every available system in the same run.
+fn mq_section(args: &Args) -> anyhow::Result<()> {
+    let systems = mq::System::available();
     let mut t = Table::new(&[
         "scenario",
+        "system",
         "publish s",
         "read s",
+        "s/op (both)",
         "publish MB/s",
         "CPU s",
-        "peak RSS MB (process)",
+        "peak RSS MB",
         "disk MB",
     ]);
+    let mut verdicts = Vec::new();
     for (size, count) in mq::SCENARIOS {
-        let r = runtime.block_on(mq::run(&args.dir.join("mq"), size, count))?;
-        let mb = (size * count) as f64 / 1e6;
-        t.row(vec![
-            format!("{} KiB x {count}", size >> 10),
-            format!("{:.3}", r.publish.as_secs_f64()),
-            format!("{:.3}", r.read.as_secs_f64()),
-            format!("{:.0}", mb / r.publish.as_secs_f64().max(1e-9)),
-            format!("{:.2}", r.cpu_s),
-            format!("{:.0}", r.peak_rss_mb),
-            format!("{:.0}", r.disk_mb),
-        ]);
+        let scenario = format!("{} KiB x {count}", size >> 10);
+        let mut totals = Vec::new();
+        for &system in &systems {
+            let dir = args.dir.join("mq").join(system.name());
+            let r = mq::run_isolated(system, size, count, &dir, &args.peers)?;
+            eprintln!(
+                "{scenario} {}: publish {:.3} s, read {:.3} s",
+                system.name(),
+                r.publish_s,
+                r.read_s
+            );
+            let mb = (size * count) as f64 / 1e6;
+            let peak = match r.server {
+                Some(s) => format!(
+                    "{:.0} (server {:.0})",
+                    r.peak_rss() as f64 / 1e6,
+                    s.peak_rss as f64 / 1e6
+                ),
+                None => format!("{:.0}", r.peak_rss() as f64 / 1e6),
+            };
+            t.row(vec![
+                scenario.clone(),
+                system.name().into(),
+                format!("{:.3}", r.publish_s),
+                format!("{:.3}", r.read_s),
+                format!("{:.3}", r.publish_s + r.read_s),
+                format!("{:.0}", mb / r.publish_s.max(1e-9)),
+                format!("{:.2}", r.cpu_s()),
+                peak,
+                format!("{:.0}", r.disk_bytes as f64 / 1e6),
+            ]);
+            totals.push((system, r.publish_s, r.read_s));
+        }
+        verdicts.push((scenario, totals));
     }
+    let _ = std::fs::remove_dir_all(args.dir.join("mq"));
     println!(
-        "\nmessage-queue scenarios (Sluice WAL only)\n{}",
+        "message-queue scenarios: every message acked only once fsync'd; {} in flight at most \
+         256 messages / 64 MiB; one child process per row\n{}",
+        if systems.len() > 1 {
+            "Sluice WAL, NATS JetStream (sync_interval: always), RocksDB (sync writes);"
+        } else {
+            "Sluice WAL only (build with feature `peers` for JetStream and RocksDB);"
+        },
         t.render()
     );
-    let _ = std::fs::remove_dir_all(args.dir.join("seed"));
+    for (scenario, totals) in verdicts {
+        let Some(&(_, wal_pub, wal_read)) = totals.first() else {
+            continue;
+        };
+        for &(system, publish, read) in &totals[1..] {
+            println!(
+                "{scenario}: Sluice WAL vs {}: publish {:.1}x, read {:.1}x ({})",
+                system.name(),
+                publish / wal_pub.max(1e-9),
+                read / wal_read.max(1e-9),
+                if wal_pub < publish && wal_read < read {
+                    "Sluice faster at both"
+                } else {
+                    "Sluice NOT faster at both"
+                }
+            );
+        }
+    }
     Ok(())
 }

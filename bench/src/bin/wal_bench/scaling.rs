@@ -79,3 +79,11 @@ async fn appender(
     }
     Ok((n, lat))
 }
+
+/// The run whose records/s is the median (its latencies come with it, so a row is one real
+/// run, not a mix).
+pub fn median(mut runs: Vec<ScalingResult>) -> ScalingResult {
+    runs.sort_by(|a, b| a.records_per_s.total_cmp(&b.records_per_s));
+    let mid = runs.len() / 2;
+    runs.swap_remove(mid)
+}

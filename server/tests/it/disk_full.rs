@@ -1,0 +1,264 @@
+//! A full WAL disk at server level, on a real file system: the WAL directory of a real
+//! `sluice serve` is a 4 MiB tmpfs mount, the official Rust SDK produces into it, and a
+//! filler file takes the free space.
+//!
+//! Contract under test: when the WAL disk fills, producers get RESOURCE_EXHAUSTED naming
+//! the full disk (an open stream ends with it, a new stream is refused with it), the server
+//! never panics and stays healthy; once space returns, ingest resumes without a restart, and
+//! the Delta table holds every record whose ack a producer saw, each once.
+//!
+//! Mounting needs root (CAP_SYS_ADMIN), which CI and the development machines have. Where
+//! mounting is not permitted the test fails saying so; `SLUICE_SKIP_MOUNT_TESTS=1` skips it
+//! knowingly.
+
+use std::collections::HashSet;
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use arrow_array::{Array, Int64Array};
+use databricks_zerobus_ingest_sdk::{JsonString, ZerobusError, ZerobusStream};
+
+use crate::harness::{read_delta, Server, CLIENT_ID, CLIENT_SECRET};
+
+const TABLE: &str = "main.disk.full";
+const MOUNT_BYTES: u64 = 4 << 20;
+const SEGMENT_BYTES: u64 = 256 << 10;
+/// ~1 KiB records: a segment holds about 250 of them.
+const BODY_BYTES: usize = 1000;
+
+/// A size-limited tmpfs mounted at a path, lazily unmounted on drop.
+struct TmpfsMount {
+    path: PathBuf,
+}
+
+impl TmpfsMount {
+    fn mount(path: &Path, bytes: u64) -> std::io::Result<TmpfsMount> {
+        std::fs::create_dir_all(path)?;
+        let c = |s: &[u8]| CString::new(s).expect("no NUL");
+        let target = c(path.as_os_str().as_bytes());
+        let (source, fstype) = (c(b"tmpfs"), c(b"tmpfs"));
+        let options = c(format!("size={bytes},mode=0700").as_bytes());
+        // SAFETY: every pointer is a live NUL-terminated string for the duration of the call.
+        let rc = unsafe {
+            libc::mount(
+                source.as_ptr(),
+                target.as_ptr(),
+                fstype.as_ptr(),
+                0,
+                options.as_ptr().cast(),
+            )
+        };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(TmpfsMount {
+            path: path.to_path_buf(),
+        })
+    }
+}
+
+impl Drop for TmpfsMount {
+    fn drop(&mut self) {
+        let target = CString::new(self.path.as_os_str().as_bytes()).expect("no NUL");
+        // SAFETY: a live NUL-terminated path; MNT_DETACH also works while files are open.
+        unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+    }
+}
+
+/// Free bytes of the file system holding `path`.
+fn free_bytes(path: &Path) -> u64 {
+    let c = CString::new(path.as_os_str().as_bytes()).expect("no NUL");
+    // SAFETY: statvfs writes only into the zeroed struct we own.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+    assert_eq!(rc, 0, "statvfs {}", path.display());
+    st.f_bavail * st.f_frsize
+}
+
+/// Takes every free byte of the file system holding `dir` with one preallocated file.
+fn fill(dir: &Path) -> PathBuf {
+    use std::os::unix::io::AsRawFd;
+    let path = dir.join("filler");
+    let file = std::fs::File::create(&path).expect("create filler");
+    let mut len = free_bytes(dir);
+    // tmpfs may keep a page or two for itself: shrink until the allocation fits.
+    // SAFETY: fallocate on a descriptor owned by `file`.
+    while len > 0 && unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len as libc::off_t) } != 0 {
+        len = len.saturating_sub(4096);
+    }
+    assert!(
+        free_bytes(dir) < SEGMENT_BYTES,
+        "the filler left {} bytes free",
+        free_bytes(dir)
+    );
+    path
+}
+
+fn record(id: i64) -> JsonString {
+    JsonString(serde_json::json!({"id": id, "body": "x".repeat(BODY_BYTES)}).to_string())
+}
+
+async fn stream(server: &Server) -> Result<ZerobusStream, ZerobusError> {
+    server
+        .sdk()
+        .stream_builder()
+        .table(TABLE)
+        .oauth(CLIENT_ID, CLIENT_SECRET)
+        .json()
+        .recovery(false)
+        .build()
+        .await
+}
+
+/// Sends records `ids` on one stream and waits for their acks.
+async fn produce_acked(server: &Server, ids: std::ops::Range<i64>) {
+    let mut s = stream(server).await.expect("stream");
+    for id in ids {
+        s.ingest_record_offset(record(id)).await.expect("ingest");
+    }
+    s.flush().await.expect("flush: every record acked");
+    s.close().await.expect("close");
+}
+
+fn assert_disk_full(status: &tonic::Status, what: &str) {
+    assert_eq!(
+        status.code(),
+        tonic::Code::ResourceExhausted,
+        "{what}: {status:?}"
+    );
+    assert!(
+        status.message().contains("disk is full"),
+        "{what}: the message names the full disk: {}",
+        status.message()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_full_wal_disk_producers_get_resource_exhausted_and_ingest_resumes_when_space_returns(
+) {
+    if std::env::var_os("SLUICE_SKIP_MOUNT_TESTS").is_some() {
+        eprintln!("SKIPPED (SLUICE_SKIP_MOUNT_TESTS is set): disk-full test on a tmpfs mount");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let wal_dir = dir.path().join("wal");
+    let mount = TmpfsMount::mount(&wal_dir, MOUNT_BYTES).unwrap_or_else(|e| {
+        panic!(
+            "this test mounts a {MOUNT_BYTES}-byte tmpfs at {} as the WAL directory and needs \
+             root (CAP_SYS_ADMIN), as CI has; mount failed: {e}. Set \
+             SLUICE_SKIP_MOUNT_TESTS=1 to skip it knowingly.",
+            wal_dir.display()
+        )
+    });
+    let segment = SEGMENT_BYTES.to_string();
+    // No flush during the test: nothing is purged, so only the filler decides the space.
+    let mut server =
+        Server::start_with_args(dir.path(), "1h", &["--wal-segment-bytes", &segment]).await;
+    let location = server
+        .create_table_at(TABLE, "id BIGINT NOT NULL, body STRING")
+        .await;
+
+    // 1. Normal ingest.
+    produce_acked(&server, 0..100).await;
+
+    // 2. The disk fills: the open stream ends with RESOURCE_EXHAUSTED once the active
+    //    segment is full and the next one cannot be allocated.
+    let filler = fill(&wal_dir);
+    let s = stream(&server)
+        .await
+        .expect("stream before the segment fills");
+    let mut sent = 0;
+    for id in 1_000..3_000 {
+        // Once the server ended the stream the SDK refuses with a generic "Stream closed";
+        // the server's status comes with the flush below.
+        if s.ingest_record_offset(record(id)).await.is_err() {
+            break;
+        }
+        sent += 1;
+    }
+    let refused = s
+        .flush()
+        .await
+        .expect_err("2000 KiB cannot fit a full 4 MiB disk");
+    match &refused {
+        ZerobusError::StreamClosedError(status) => assert_disk_full(status, "open stream"),
+        other => panic!("expected the stream closed with RESOURCE_EXHAUSTED, got {other:?}"),
+    }
+    assert!(
+        sent > 0,
+        "some records were accepted before the disk filled"
+    );
+    drop(s);
+
+    // A new stream is refused the same way while the disk stays full.
+    match stream(&server).await {
+        Err(ZerobusError::CreateStreamError(status)) => assert_disk_full(&status, "new stream"),
+        Err(other) => panic!("expected CreateStreamError(RESOURCE_EXHAUSTED), got {other:?}"),
+        Ok(_) => panic!("a stream opened on a full WAL disk"),
+    }
+    let health = reqwest::get(format!("{}/healthz", server.url))
+        .await
+        .expect("healthz while full");
+    assert!(health.status().is_success(), "the server stays up");
+
+    // 3. Space returns: ingest resumes without a restart (the writer retries within 0.5 s).
+    std::fs::remove_file(&filler).expect("remove filler");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut s = loop {
+        match stream(&server).await {
+            Ok(s) => break s,
+            Err(e) if Instant::now() < deadline => {
+                eprintln!("stream refused while the WAL catches up: {e}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("ingest did not resume after space returned: {e}"),
+        }
+    };
+    for id in 5_000..5_500 {
+        s.ingest_record_offset(record(id)).await.expect("ingest");
+    }
+    s.flush()
+        .await
+        .expect("every record after the disk-full acked");
+    s.close().await.expect("close");
+
+    // 4. A graceful stop commits the memtable; Delta holds every acked record once.
+    server.terminate();
+    let log = server.log();
+    assert!(!log.contains("panicked"), "the server panicked:\n{log}");
+    assert!(
+        log.contains("WAL disk full") && log.contains("writing resumed"),
+        "the log tells the stall and the recovery:\n{log}"
+    );
+    let mut ids = Vec::new();
+    for batch in read_delta(&location).await {
+        let col = batch
+            .column_by_name("id")
+            .expect("id column")
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .expect("BIGINT");
+        ids.extend((0..col.len()).map(|i| col.value(i)));
+    }
+    let unique: HashSet<i64> = ids.iter().copied().collect();
+    assert_eq!(unique.len(), ids.len(), "no record landed twice");
+    for id in (0..100).chain(5_000..5_500) {
+        assert!(unique.contains(&id), "acked record {id} is missing");
+    }
+    let during = unique
+        .iter()
+        .filter(|id| (1_000..3_000).contains(*id))
+        .count();
+    eprintln!(
+        "full phase: {sent} records accepted by the SDK before RESOURCE_EXHAUSTED, {during} of \
+         them in Delta (written once space returned); {} rows in all",
+        ids.len()
+    );
+    assert!(
+        during <= sent,
+        "{during} records of the full phase landed, {sent} were sent"
+    );
+    drop(mount);
+}
