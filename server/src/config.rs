@@ -63,6 +63,24 @@ pub struct ServeConfig {
     pub limits: crate::limits::Limits,
     /// fdatasync the WAL before acking (the only safe choice). Default: true.
     pub wal_fsync: bool,
+    /// Cluster membership: everything a pod needs to join one. Default: none
+    /// (single node, embedded catalog).
+    pub cluster: Option<ClusterConfig>,
+}
+
+/// How a pod takes part in a cluster (`sluice serve --join etcd://…`).
+#[derive(Clone, Debug)]
+pub struct ClusterConfig {
+    /// The meta store, `etcd://HOST:PORT[,HOST:PORT…]`.
+    pub join: String,
+    /// The pod's id in the meta store. Default: `<host name>-<port>`.
+    pub pod_id: String,
+    /// The URL routers use to reach this pod. Default: `http://<listen>`.
+    pub advertise: String,
+    /// How long streams get to move away when the pod drains: the duration sent in
+    /// `CloseStreamSignal`, after which the pod ends the streams that are left.
+    /// Default: 10 s.
+    pub drain_grace: Duration,
 }
 
 impl ServeConfig {
@@ -83,6 +101,7 @@ impl ServeConfig {
             tls: None,
             limits: crate::limits::Limits::default(),
             wal_fsync: true,
+            cluster: None,
         }
     }
 
