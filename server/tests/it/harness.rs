@@ -135,6 +135,25 @@ impl Server {
         }
     }
 
+    /// Waits (up to `timeout`) for the process to exit on its own; returns whether it
+    /// exited successfully.
+    pub fn wait_exit(&mut self, timeout: Duration) -> bool {
+        let Some(mut child) = self.child.take() else {
+            return false;
+        };
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                return status.success();
+            }
+            if Instant::now() >= deadline {
+                self.child = Some(child);
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Starts the process again on the same port and data dir.
     pub async fn restart(&mut self) {
         assert!(self.child.is_none(), "restart of a running server");

@@ -7,9 +7,12 @@
 mod auth;
 mod bad_input;
 mod cli_tables;
+mod cluster;
+mod cluster_harness;
 mod crash_torture;
 mod doctor;
 mod harness;
+mod ledger;
 mod protocol_errors;
 mod raw;
 mod restart;
