@@ -18,8 +18,9 @@ use crate::pod_record::{Load, PodRecord};
 
 /// Bytes/s of ingress that weigh as much as one open stream in the score.
 pub const BYTES_PER_SEC_PER_STREAM: f64 = 1024.0 * 1024.0;
-/// Weight of one busy core in the score, in streams.
-pub const STREAMS_PER_CORE: f64 = 8.0;
+/// Weight of one busy core in the score, in streams. Small: a pod's CPU mostly follows its
+/// streams and ingress (already counted); it matters when pods share machines unequally.
+pub const STREAMS_PER_CORE: f64 = 2.0;
 /// WAL queue bytes that weigh as much as one stream (a queue means the disk is behind).
 pub const WAL_QUEUE_BYTES_PER_STREAM: f64 = 4.0 * 1024.0 * 1024.0;
 

@@ -18,9 +18,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::cluster_harness::{open_streams, wait_for_pods, Etcd, Router};
-use crate::harness::{read_delta, Server};
-use crate::ledger::{open_stream, produce, snapshot_unacked, Ledger, Ledgers, Verdict};
-use crate::rows::rows_as_json;
+use crate::harness::Server;
+use crate::ledger::{
+    finish_producers, open_stream, produce, snapshot_unacked, Ledger, Ledgers, Verdict,
+};
 
 /// Producers started on the first three pods.
 const FIRST_STREAMS: i64 = 16;
@@ -125,9 +126,13 @@ async fn given_a_cluster_under_load_when_a_pod_joins_one_drains_and_one_is_kille
             >= FIRST_STREAMS as u64
     })
     .await;
-    for id in ["pod-a", "pod-b", "pod-c"] {
-        assert!(open_streams(&pods, id) > 0, "{id} got streams: {pods:#?}");
-    }
+    // Placement follows load (CPU counts too), so an exact spread is not promised; two
+    // pods at least must share the streams.
+    let used = ["pod-a", "pod-b", "pod-c"]
+        .iter()
+        .filter(|id| open_streams(&pods, id) > 0)
+        .count();
+    assert!(used >= 2, "streams spread over {used} pod(s): {pods:#?}");
     tokio::time::sleep(Duration::from_secs(1)).await;
 
     // A fourth pod joins and receives new streams.
@@ -188,15 +193,7 @@ async fn given_a_cluster_under_load_when_a_pod_joins_one_drains_and_one_is_kille
     tokio::time::sleep(Duration::from_secs(2)).await;
 
     stop.store(true, Ordering::Relaxed);
-    let mut sent = 0;
-    for p in producers {
-        match tokio::time::timeout(Duration::from_secs(120), p).await {
-            Ok(Ok(Ok(n))) => sent += n,
-            Ok(Ok(Err(e))) => panic!("{e}\nrouter log:\n{}", router.log()),
-            Ok(Err(join)) => panic!("producer panicked: {join}"),
-            Err(_) => panic!("a producer did not finish within 120 s"),
-        }
-    }
+    let sent = finish_producers(producers, Duration::from_secs(120), || router.log()).await;
     // SIGTERM drains each remaining pod: memtables committed, WAL emptied.
     for pod in [&mut pod_b, &mut pod_c, &mut pod_d] {
         pod.terminate();
@@ -207,11 +204,7 @@ async fn given_a_cluster_under_load_when_a_pod_joins_one_drains_and_one_is_kille
         );
     }
 
-    let ids = rows_as_json(&read_delta(&location).await)
-        .iter()
-        .map(|row| row["id"].as_i64().expect("id column"))
-        .collect::<Vec<_>>();
-    let verdict = Verdict::judge(&ledgers, ids, &unacked_at_kill);
+    let verdict = Verdict::of_table(&ledgers, &location, &unacked_at_kill).await;
     eprintln!(
         "cluster: {} streams, {sent} records sent in {:.1?}; pod-a drained in {drain_time:.1?}; \
          {unacked} records unacked at the kill of pod-b; {}",

@@ -8,13 +8,12 @@ use std::time::{Duration, Instant};
 
 use databricks_zerobus_ingest_sdk::ZerobusSdk;
 
-use crate::harness::{free_port, CLIENT_ID, CLIENT_SECRET};
+use crate::harness::{cli_at, free_port, sdk_at, wait_http_ok};
 
 /// A single-member etcd cluster on loopback.
 pub struct Etcd {
     child: Child,
     pub join: String,
-    log: PathBuf,
 }
 
 impl Etcd {
@@ -45,26 +44,20 @@ impl Etcd {
             .stdin(Stdio::null())
             .spawn()
             .expect("start etcd (Debian package etcd-server; scripts/test.sh installs it)");
-        let etcd = Etcd {
+        let mut etcd = Etcd {
             child,
             join: format!("etcd://127.0.0.1:{client}"),
-            log,
         };
-        let deadline = Instant::now() + Duration::from_secs(30);
         let health = format!("http://127.0.0.1:{client}/health");
-        loop {
-            if let Ok(r) = reqwest::get(&health).await {
-                if r.status().is_success() {
-                    return etcd;
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "etcd did not start:\n{}",
-                std::fs::read_to_string(&etcd.log).unwrap_or_default()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        wait_http_ok(
+            &health,
+            "etcd",
+            &mut etcd.child,
+            &log,
+            Duration::from_secs(30),
+        )
+        .await;
+        etcd
     }
 }
 
@@ -98,25 +91,22 @@ impl Router {
             .stdin(Stdio::null())
             .spawn()
             .expect("spawn sluice router");
-        let router = Router {
+        let mut router = Router {
             child,
             url: format!("http://127.0.0.1:{port}"),
             log,
         };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Ok(r) = reqwest::get(format!("{}/healthz", router.url)).await {
-                if r.status().is_success() {
-                    return router;
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "router did not relay /healthz:\n{}",
-                router.log()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let health = format!("{}/healthz", router.url);
+        let log = router.log.clone();
+        wait_http_ok(
+            &health,
+            "sluice router",
+            &mut router.child,
+            &log,
+            Duration::from_secs(30),
+        )
+        .await;
+        router
     }
 
     /// The router's log so far.
@@ -126,23 +116,12 @@ impl Router {
 
     /// An official-SDK client pointed at the router for both gRPC and OAuth/catalog.
     pub fn sdk(&self) -> ZerobusSdk {
-        ZerobusSdk::builder()
-            .endpoint(&self.url)
-            .unity_catalog_url(&self.url)
-            .no_tls()
-            .build()
-            .expect("sdk")
+        sdk_at(&self.url)
     }
 
     /// Runs the `sluice` CLI against the router.
     pub fn cli(&self, args: &[&str]) -> std::process::Output {
-        Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .args(args)
-            .env("SLUICE_SERVER", &self.url)
-            .env("SLUICE_CLIENT_ID", CLIENT_ID)
-            .env("SLUICE_CLIENT_SECRET", CLIENT_SECRET)
-            .output()
-            .expect("run sluice cli")
+        cli_at(&self.url, args)
     }
 }
 

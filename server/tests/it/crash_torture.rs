@@ -22,9 +22,8 @@ use std::time::{Duration, Instant};
 
 use rand::Rng;
 
-use crate::harness::{read_delta, Server};
-use crate::ledger::{open_stream, produce, snapshot_unacked, Ledger, Verdict};
-use crate::rows::rows_as_json;
+use crate::harness::Server;
+use crate::ledger::{finish_producers, open_stream, produce, snapshot_unacked, Ledger, Verdict};
 
 /// Producer streams.
 const STREAMS: i64 = 8;
@@ -82,23 +81,14 @@ async fn given_sigkills_at_random_instants_then_every_acked_record_is_in_delta_a
     // Let the producers reconnect and run a little, then drain them.
     tokio::time::sleep(Duration::from_secs(1)).await;
     stop.store(true, Ordering::Relaxed);
-    let mut sent = 0;
-    for p in producers {
-        match tokio::time::timeout(Duration::from_secs(180), p).await {
-            Ok(Ok(Ok(n))) => sent += n,
-            Ok(Ok(Err(e))) => panic!("{e}\nserver log:\n{}", tail(&server.log())),
-            Ok(Err(join)) => panic!("producer panicked: {join}"),
-            Err(_) => panic!("a producer did not drain within 180 s"),
-        }
-    }
+    let sent = finish_producers(producers, Duration::from_secs(180), || {
+        tail(&server.log()).to_string()
+    })
+    .await;
     // A graceful stop commits every memtable.
     server.terminate();
 
-    let ids = rows_as_json(&read_delta(&location).await)
-        .iter()
-        .map(|row| row["id"].as_i64().expect("id column"))
-        .collect::<Vec<_>>();
-    let verdict = Verdict::judge(&ledgers, ids, &unacked_at_kill);
+    let verdict = Verdict::of_table(&ledgers, &location, &unacked_at_kill).await;
     eprintln!(
         "crash torture: {kills} kills in {:.1?}; {sent} records sent, {} unacked at some kill; {}",
         started.elapsed(),

@@ -133,6 +133,30 @@ pub async fn produce(
     Ok(seq as u64)
 }
 
+/// Waits for every producer (each at most `timeout`); returns the records sent. A failed
+/// producer fails the test, with `log()` (the relevant server log) in the message.
+pub async fn finish_producers(
+    producers: Vec<tokio::task::JoinHandle<Result<u64, String>>>,
+    timeout: Duration,
+    log: impl Fn() -> String,
+) -> u64 {
+    let mut sent = 0;
+    for p in producers {
+        match tokio::time::timeout(timeout, p).await {
+            Ok(Ok(Ok(n))) => sent += n,
+            Ok(Ok(Err(e))) => panic!(
+                "{e}
+log:
+{}",
+                log()
+            ),
+            Ok(Err(join)) => panic!("producer panicked: {join}"),
+            Err(_) => panic!("a producer did not finish within {timeout:?}"),
+        }
+    }
+    sent
+}
+
 /// Adds every id not acked yet to `unacked`; returns how many there were.
 pub fn snapshot_unacked(ledgers: &Ledgers, unacked: &mut HashSet<i64>) -> usize {
     let mut n = 0;
@@ -206,6 +230,15 @@ impl Verdict {
             bad_duplicates,
             missing,
         }
+    }
+
+    /// [`Verdict::judge`] on the `id` column of the Delta table at `location`.
+    pub async fn of_table(ledgers: &Ledgers, location: &str, may_repeat: &HashSet<i64>) -> Verdict {
+        let ids = crate::rows::rows_as_json(&crate::harness::read_delta(location).await)
+            .iter()
+            .map(|row| row["id"].as_i64().expect("id column"))
+            .collect::<Vec<_>>();
+        Verdict::judge(ledgers, ids, may_repeat)
     }
 
     /// One line for the test log.
