@@ -179,14 +179,17 @@ impl Pod {
     /// The load report published every second in cluster mode.
     pub fn load_report(&self) -> sluice_router::Load {
         let memtable: usize = self.sinks.all().iter().map(|s| s.memtable_bytes()).sum();
-        self.load_sampler.sample(
+        let load = self.load_sampler.sample(
             &self.load,
             Levels {
                 open_streams: self.streams.active_streams() as u64,
                 wal_queue_bytes: self.wal.queued_bytes(),
                 memtable_bytes: memtable as u64,
             },
-        )
+        );
+        // The HPA's per-pod metric (deploy/k8s/hpa.yaml).
+        metrics::gauge!("sluice_pod_load_score").set(sluice_router::placement::score(&load, 0));
+        load
     }
 
     /// The sink of `table`. A table another pod created after this one started
