@@ -85,3 +85,27 @@ fn persist(path: &Path, bytes: &[u8]) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replace_from_a_stale_revision_stores_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = FileStore::open(dir.path()).expect("open");
+        assert!(store.load().expect("load").is_none());
+        let first = store.replace(0, b"{\"v\":1}").expect("replace");
+        assert_eq!(first, Some(1));
+        assert_eq!(store.replace(0, b"{\"v\":2}").expect("stale"), None);
+        let stored = store.load().expect("load").expect("stored");
+        assert_eq!(stored.bytes, b"{\"v\":1}");
+        assert_eq!(stored.revision, 1);
+        assert_eq!(store.replace(1, b"{\"v\":3}").expect("replace"), Some(2));
+        let reopened = FileStore::open(dir.path()).expect("reopen");
+        assert_eq!(
+            reopened.load().expect("load").map(|s| s.bytes),
+            Some(b"{\"v\":3}".to_vec())
+        );
+    }
+}

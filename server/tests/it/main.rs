@@ -6,6 +6,7 @@
 
 mod auth;
 mod bad_input;
+mod catalog_etcd;
 mod cli_tables;
 mod cluster;
 mod cluster_harness;
