@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of Sluice. On a fresh machine it first installs what the tests
 # need (idempotent: a second run skips what is already there):
+#   - Debian packages: protobuf-compiler (`protoc`, for the etcd-client crate's build
+#     script) and etcd-server (the real etcd the cluster tests start);
 #   - a Python virtualenv (.venv) with the official Python Zerobus SDK,
 #     deltalake, polars and pytest (tests/python/requirements.txt);
 # then builds and runs the Rust tests (unit, property and integration tests,
@@ -8,6 +10,16 @@
 # SDK) and the Python SDK tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+missing=()
+command -v protoc >/dev/null 2>&1 || missing+=(protobuf-compiler)
+command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
 
 venv=.venv
 requirements=tests/python/requirements.txt

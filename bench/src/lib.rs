@@ -1,6 +1,8 @@
 //! Benchmarks of Sluice: each binary under `src/bin` runs one scenario and
 //! prints a table. This library holds what they share: percentiles and table
-//! printing.
+//! printing, and (feature `e2e`) the helpers of the end-to-end runs.
 
+#[cfg(feature = "e2e")]
+pub mod e2e;
 pub mod stats;
 pub mod table;

@@ -1,1 +1,24 @@
-//! Cluster layer (placement router, membership, load reports, draining). Built by the cluster issue; empty on a single node.
+//! Sluice's cluster layer. Pods are interchangeable and a stream, not a partition, is the unit
+//! of placement, so the cluster needs only three things, each in its own module:
+//!
+//! - [`meta`]: the meta store (etcd): where pods register under a lease, report their load
+//!   every second and are asked to drain, and where the shared catalog lives;
+//! - [`placement`]: the load score and the policies that pick a pod for a new stream
+//!   (power of two choices; round robin and random for comparison);
+//! - [`proxy`]: `sluice router`, the HTTP/2 pass-through that places each new
+//!   `EphemeralStream` on a pod and relays its frames both ways without decoding records.
+//!
+//! Dependencies: this crate knows etcd, hyper and the pod record; it knows nothing of the
+//! WAL, Delta or the Zerobus messages (the server crate depends on it, not the reverse).
+
+pub mod error;
+pub mod meta;
+pub mod placement;
+pub mod pod_record;
+pub mod proxy;
+pub mod registration;
+
+pub use error::{Result, RouterError};
+pub use meta::Meta;
+pub use placement::Policy;
+pub use pod_record::{Load, PodRecord, PodState};

@@ -12,6 +12,8 @@ use crate::error::{Result, ServerError};
 use crate::http::{column_infos, TableInfo};
 
 mod admin;
+pub mod cluster;
+pub mod cluster_up;
 
 pub use admin::{parse_grant, GrantArgs};
 

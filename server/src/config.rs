@@ -66,6 +66,24 @@ pub struct ServeConfig {
     /// Size every WAL segment file is preallocated to (`--wal-segment-bytes`).
     /// Default: 64 MiB.
     pub wal_segment_bytes: u64,
+    /// Cluster membership: everything a pod needs to join one. Default: none
+    /// (single node, embedded catalog).
+    pub cluster: Option<ClusterConfig>,
+}
+
+/// How a pod takes part in a cluster (`sluice serve --join etcd://…`).
+#[derive(Clone, Debug)]
+pub struct ClusterConfig {
+    /// The meta store, `etcd://HOST:PORT[,HOST:PORT…]`.
+    pub join: String,
+    /// The pod's id in the meta store. Default: `<host name>-<port>`.
+    pub pod_id: String,
+    /// The URL routers use to reach this pod. Default: `http://<listen>`.
+    pub advertise: String,
+    /// How long streams get to move away when the pod drains: the duration sent in
+    /// `CloseStreamSignal`, after which the pod ends the streams that are left.
+    /// Default: 10 s.
+    pub drain_grace: Duration,
 }
 
 impl ServeConfig {
@@ -87,6 +105,7 @@ impl ServeConfig {
             limits: crate::limits::Limits::default(),
             wal_fsync: true,
             wal_segment_bytes: 64 << 20,
+            cluster: None,
         }
     }
 

@@ -12,6 +12,7 @@
 pub mod auth;
 pub mod catalog;
 pub mod cli;
+pub mod cluster;
 pub mod config;
 pub mod doctor;
 pub mod error;

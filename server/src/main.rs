@@ -76,6 +76,63 @@ enum Command {
         #[arg(long)]
         quick: bool,
     },
+    /// Run a router: the producers' endpoint of a cluster; places each new stream on a pod.
+    Router {
+        /// Address producers connect to (gRPC and HTTP).
+        #[arg(long, default_value = "127.0.0.1:50050")]
+        listen: std::net::SocketAddr,
+        /// The meta store: etcd://HOST:PORT[,HOST:PORT…].
+        #[arg(long, env = "SLUICE_JOIN")]
+        join: String,
+        /// Placement policy: p2c (default), least-loaded, round-robin, random.
+        #[arg(long, default_value = "p2c")]
+        placement: sluice_router::Policy,
+    },
+    /// Operate on one pod of a cluster.
+    Pod {
+        #[command(subcommand)]
+        command: PodCommand,
+    },
+    /// Look at or start a cluster.
+    Cluster {
+        #[command(subcommand)]
+        command: ClusterCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum PodCommand {
+    /// Drain a pod: it stops taking streams, moves its producers to other pods, commits
+    /// and exits with an empty WAL. Waits until it has left the cluster.
+    Drain {
+        /// Pod id (see `sluice cluster status`).
+        pod: String,
+        /// The meta store: etcd://HOST:PORT.
+        #[arg(long, env = "SLUICE_JOIN")]
+        join: String,
+        /// Return at once instead of waiting for the pod to leave.
+        #[arg(long)]
+        no_wait: bool,
+        /// Give up waiting after this long.
+        #[arg(long, default_value = "120s", value_parser = humantime::parse_duration)]
+        timeout: Duration,
+    },
+}
+
+#[derive(Subcommand)]
+enum ClusterCommand {
+    /// Pods, their state and load.
+    Status {
+        /// The meta store: etcd://HOST:PORT.
+        #[arg(long, env = "SLUICE_JOIN")]
+        join: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Start etcd, N pods and a router as local processes on loopback (development and
+    /// tests; Ctrl-C stops them all, pods drained first).
+    Up(sluice_server::cli::cluster_up::UpArgs),
 }
 
 #[derive(Subcommand)]
@@ -139,8 +196,54 @@ struct ServeArgs {
     /// PEM private key of --tls-cert.
     #[arg(long, requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// Join a cluster: etcd://HOST:PORT[,HOST:PORT…] (catalog and membership in etcd).
+    #[arg(long, env = "SLUICE_JOIN")]
+    join: Option<String>,
+    /// Pod id in the cluster. Default: $HOSTNAME-PORT.
+    #[arg(long, requires = "join")]
+    pod_id: Option<String>,
+    /// URL routers use to reach this pod. Default: http://LISTEN (host name if LISTEN is 0.0.0.0).
+    #[arg(long, requires = "join")]
+    advertise: Option<String>,
+    /// When draining, how long producers get to move their streams away.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    drain_grace: Duration,
     #[command(flatten)]
     limits: sluice_server::limits::LimitArgs,
+}
+
+fn host_name() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+        })
+        .unwrap_or_else(|| "pod".to_string())
+}
+
+fn cluster_config(args: &ServeArgs) -> Option<sluice_server::config::ClusterConfig> {
+    let join = args.join.clone()?;
+    let port = args.listen.port();
+    let pod_id = args
+        .pod_id
+        .clone()
+        .unwrap_or_else(|| format!("{}-{port}", host_name()));
+    let advertise = args.advertise.clone().unwrap_or_else(|| {
+        if args.listen.ip().is_unspecified() {
+            format!("http://{}:{port}", host_name())
+        } else {
+            format!("http://{}", args.listen)
+        }
+    });
+    Some(sluice_server::config::ClusterConfig {
+        join,
+        pod_id,
+        advertise,
+        drain_grace: args.drain_grace,
+    })
 }
 
 #[derive(clap::Args)]
@@ -220,6 +323,7 @@ async fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => {
             init_tracing();
+            let cluster = cluster_config(&args);
             let bootstrap = args.bootstrap_principal.or_else(|| {
                 match (
                     std::env::var("SLUICE_BOOTSTRAP_CLIENT_ID"),
@@ -232,6 +336,7 @@ async fn main() -> anyhow::Result<()> {
                 }
             });
             let mut config = ServeConfig::new(args.data_dir);
+            config.cluster = cluster;
             config.listen = args.listen;
             config.warehouse = args.warehouse;
             config.flush_interval = args.flush_interval;
@@ -336,5 +441,52 @@ async fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Router {
+            listen,
+            join,
+            placement,
+        } => {
+            init_tracing();
+            let shutdown = sluice_server::shutdown_signal();
+            let listener = sluice_router::proxy::bind(listen).await?;
+            let meta = sluice_router::Meta::connect(&join).await?;
+            sluice_router::proxy::run(listener, meta, placement, shutdown).await?;
+            Ok(())
+        }
+        Command::Pod {
+            command:
+                PodCommand::Drain {
+                    pod,
+                    join,
+                    no_wait,
+                    timeout,
+                },
+        } => {
+            let wait = (!no_wait).then_some(timeout);
+            let left = sluice_server::cli::cluster::drain(&join, &pod, wait).await?;
+            if no_wait {
+                println!("drain of {pod} requested");
+            } else if left {
+                println!("{pod} drained and left the cluster");
+            } else {
+                anyhow::bail!("{pod} is still registered after {timeout:?}");
+            }
+            Ok(())
+        }
+        Command::Cluster { command } => match command {
+            ClusterCommand::Status { join, json } => {
+                let pods = sluice_server::cli::cluster::pods(&join).await?;
+                if json {
+                    println!("{}", serde_json::to_string_pretty(&pods)?);
+                } else {
+                    print!("{}", sluice_server::cli::cluster::render_status(&pods));
+                }
+                Ok(())
+            }
+            ClusterCommand::Up(args) => {
+                init_tracing();
+                sluice_server::cli::cluster_up::run(args).await
+            }
+        },
     }
 }

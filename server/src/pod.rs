@@ -13,9 +13,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::auth::{generate_secret, hash_secret, Authenticator};
-use crate::catalog::{Catalog, PrincipalEntry, TableEntry};
+use crate::catalog::{Catalog, EtcdStore, PrincipalEntry, TableEntry};
+use crate::cluster::load::{Levels, LoadCounters, LoadSampler};
 use crate::config::{AuthMode, ServeConfig};
 use crate::error::{Result, ServerError};
+use crate::sink::SharedSink;
 use crate::sink::{open_table, Sinks, TableSink};
 use crate::streams::StreamRegistry;
 use crate::warehouse::Warehouse;
@@ -45,6 +47,11 @@ pub struct Pod {
     pub stream_tasks: TaskTracker,
     /// Serializes catalog changes (create/drop).
     pub ddl: AsyncMutex<()>,
+    /// Cancelled when the pod starts draining: streams get `CloseStreamSignal`.
+    pub draining: CancellationToken,
+    /// Ingress counters for the load report.
+    pub load: LoadCounters,
+    load_sampler: LoadSampler,
 }
 
 impl Pod {
@@ -53,7 +60,16 @@ impl Pod {
         config.sanitize()?;
         std::fs::create_dir_all(&config.data_dir)
             .map_err(|e| ServerError::io(format!("creating {}", config.data_dir.display()), e))?;
-        let catalog = Arc::new(Catalog::open(&config.data_dir)?);
+        let catalog = Arc::new(match &config.cluster {
+            Some(cluster) => {
+                let join = cluster.join.clone();
+                let store = tokio::task::spawn_blocking(move || EtcdStore::connect(&join))
+                    .await
+                    .map_err(|e| ServerError::Internal(format!("catalog connect task: {e}")))??;
+                Catalog::with_store(Box::new(store))?
+            }
+            None => Catalog::open(&config.data_dir)?,
+        });
         if config.auth == AuthMode::OAuth {
             bootstrap_admin(&catalog, &config)?;
         } else {
@@ -104,6 +120,9 @@ impl Pod {
             shutdown: CancellationToken::new(),
             stream_tasks: TaskTracker::new(),
             ddl: AsyncMutex::new(()),
+            draining: CancellationToken::new(),
+            load: LoadCounters::default(),
+            load_sampler: LoadSampler::default(),
         });
         let replayed = crate::recovery::replay(&pod)?;
         if replayed.rows > 0 {
@@ -123,16 +142,74 @@ impl Pod {
     }
 
     /// Graceful stop: streams ack what is durable and end, every memtable is
-    /// committed, the WAL is closed.
-    pub async fn stop(&self) -> Result<()> {
+    /// committed, the WAL is closed. After a drain (`drained`), the WAL, whose
+    /// every frame is then in Delta, is deleted.
+    pub async fn stop(&self, drained: bool) -> Result<()> {
         self.shutdown.cancel();
         self.stream_tasks.close();
         self.stream_tasks.wait().await;
         let rows = self.sinks.flush_all().await?;
         self.sinks.stop().await;
-        self.wal.close()?;
-        tracing::info!(rows, "pod stopped; memtables committed");
+        let mut all_committed = self.wal.queued_bytes() == 0;
+        for sink in self.sinks.all() {
+            all_committed &= !sink.has_pending()?;
+        }
+        if drained && all_committed {
+            let segments = self.wal.close_and_delete()?;
+            tracing::info!(
+                rows,
+                segments,
+                "pod drained; memtables committed; WAL empty (deleted)"
+            );
+        } else {
+            self.wal.close()?;
+            tracing::info!(rows, "pod stopped; memtables committed");
+        }
         Ok(())
+    }
+
+    /// How long streams get to move away when the pod drains (0 on a single node).
+    pub fn drain_grace(&self) -> std::time::Duration {
+        self.config
+            .cluster
+            .as_ref()
+            .map(|c| c.drain_grace)
+            .unwrap_or_default()
+    }
+
+    /// The load report published every second in cluster mode.
+    pub fn load_report(&self) -> sluice_router::Load {
+        let memtable: usize = self.sinks.all().iter().map(|s| s.memtable_bytes()).sum();
+        let load = self.load_sampler.sample(
+            &self.load,
+            Levels {
+                open_streams: self.streams.active_streams() as u64,
+                wal_queue_bytes: self.wal.queued_bytes(),
+                memtable_bytes: memtable as u64,
+            },
+        );
+        // The HPA's per-pod metric (deploy/k8s/hpa.yaml).
+        metrics::gauge!("sluice_pod_load_score").set(sluice_router::placement::score(&load, 0));
+        load
+    }
+
+    /// The sink of `table`. A table another pod created after this one started
+    /// (cluster mode: the catalog is shared) gets its sink opened on first use.
+    pub async fn sink_for(&self, table: &str) -> Result<Option<SharedSink>> {
+        if let Some(sink) = self.sinks.get(table) {
+            return Ok(Some(sink));
+        }
+        let Some(entry) = self.catalog.table(table)? else {
+            return Ok(None);
+        };
+        let _ddl = self.ddl.lock().await;
+        if let Some(sink) = self.sinks.get(table) {
+            return Ok(Some(sink));
+        }
+        let sink = Arc::new(open_sink(&entry, self.wal.id(), self.config.flush_bytes).await?);
+        self.sinks.insert(sink.clone())?;
+        tracing::info!(table = %entry.full_name, "opened the sink of a table created elsewhere");
+        Ok(Some(sink))
     }
 }
 
@@ -162,13 +239,19 @@ fn bootstrap_admin(catalog: &Catalog, config: &ServeConfig) -> Result<()> {
         None => ("sluice-admin".to_string(), generate_secret(), true),
     };
     let (salt, secret_hash) = hash_secret(&secret);
-    catalog.add_principal(PrincipalEntry {
+    let added = catalog.add_principal(PrincipalEntry {
         client_id: client_id.clone(),
         name: "admin".into(),
         salt,
         secret_hash,
         admin: true,
-    })?;
+    });
+    match added {
+        Ok(()) => {}
+        // Another pod of the cluster bootstrapped the shared catalog first.
+        Err(ServerError::AlreadyExists(_)) if config.cluster.is_some() => return Ok(()),
+        Err(e) => return Err(e),
+    }
     if generated {
         let path = config.data_dir.join(ADMIN_CREDENTIALS_FILE);
         write_private(

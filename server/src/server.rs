@@ -8,6 +8,7 @@ use std::sync::Arc;
 use sluice_proto::zerobus_server::ZerobusServer;
 use tokio::net::TcpListener;
 
+use crate::cluster::Membership;
 use crate::config::ServeConfig;
 use crate::error::{Result, ServerError};
 use crate::ingest::IngestService;
@@ -40,14 +41,31 @@ pub async fn run(
         .merge(crate::http::router(pod.clone()));
     let tls = options.tls.is_some();
     tracing::info!(%addr, tls, warehouse = %pod.warehouse.root(), "sluice is serving gRPC and HTTP");
+    let membership = match &pod.config.cluster {
+        Some(cluster) => Some(Arc::new(Membership::join(&pod, cluster).await?)),
+        None => None,
+    };
     let stopping = pod.clone();
+    let member = membership.clone();
     let graceful = async move {
-        shutdown.await;
+        match member {
+            Some(m) => {
+                tokio::select! {
+                    _ = shutdown => {}
+                    _ = m.drain_requested() => tracing::info!("drain requested"),
+                }
+                m.drain(&stopping).await;
+            }
+            None => shutdown.await,
+        }
         tracing::info!("shutting down: no new streams; acking and committing what is in flight");
         stopping.shutdown.cancel();
     };
     let served = crate::listener::serve(listener, app, options, graceful).await;
-    let stopped = pod.stop().await;
+    let stopped = pod.stop(membership.is_some()).await;
+    if let Some(m) = &membership {
+        m.leave().await;
+    }
     served?;
     stopped
 }

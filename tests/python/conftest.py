@@ -26,7 +26,7 @@ def free_port():
 
 
 class Server:
-    def __init__(self, data_dir, flush_interval="200ms"):
+    def __init__(self, data_dir, flush_interval="200ms", extra=()):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.data_dir = data_dir
@@ -34,7 +34,8 @@ class Server:
         self.log = open(os.path.join(data_dir, "server.log"), "wb")
         self.proc = subprocess.Popen(
             [binary, "serve", "--data-dir", str(data_dir), "--listen", f"127.0.0.1:{self.port}",
-             "--flush-interval", flush_interval, "--bootstrap-principal", f"{CLIENT_ID}:{CLIENT_SECRET}"],
+             "--flush-interval", flush_interval, "--bootstrap-principal", f"{CLIENT_ID}:{CLIENT_SECRET}",
+             *extra],
             stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.time() + 60
         while time.time() < deadline:

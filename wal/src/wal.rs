@@ -299,6 +299,39 @@ impl Wal {
         outcome.map(|()| removed)
     }
 
+    /// Bytes appended but not yet durable: the group-commit queue's depth.
+    pub fn queued_bytes(&self) -> u64 {
+        let next = lock(&self.inner.enqueue).next_lsn;
+        next.saturating_sub(self.durable_lsn())
+    }
+
+    /// Closes the log and deletes it: every segment, oldest first, then the id file, each
+    /// deletion followed by a directory fsync. Afterwards the directory holds no log; the
+    /// next open creates a new one with a new id.
+    ///
+    /// Only for a caller that has copied every frame elsewhere for good (a drained pod whose
+    /// tables committed up to the log's end): the frames are gone after this. Returns how
+    /// many segments were deleted.
+    pub fn close_and_delete(&self) -> Result<usize> {
+        self.close()?;
+        let env = self.inner.env.as_ref();
+        let dir = &self.inner.dir;
+        let mut segments = lock(&self.inner.shared.segments);
+        let mut removed = 0;
+        for meta in segments.iter() {
+            fs::remove_file(env, &meta.path)?;
+            fs::sync_dir(env, dir)?;
+            removed += 1;
+        }
+        segments.clear();
+        let id = dir.join(crate::identity::ID_FILE);
+        if id.exists() {
+            fs::remove_file(env, &id)?;
+            fs::sync_dir(env, dir)?;
+        }
+        Ok(removed)
+    }
+
     /// Writes and syncs everything queued, then stops the writer thread and releases the
     /// directory lock. Later appends and reservations fail with [`WalError::Closed`].
     /// Calling it again does nothing.

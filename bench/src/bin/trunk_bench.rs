@@ -14,80 +14,18 @@
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use databricks_zerobus_ingest_sdk::{AckCallback, OffsetId, ProtoBytes, ZerobusSdk};
-use prost::Message;
-use prost_types::field_descriptor_proto::{Label, Type};
-use prost_types::{DescriptorProto, FieldDescriptorProto};
+use databricks_zerobus_ingest_sdk::{ProtoBytes, ZerobusSdk};
+use sluice_bench::e2e::{
+    descriptor, padding, record, serve_args, AckTimes, Process, Timeline, ID_STRIDE,
+    TARGET_RECORD_BYTES,
+};
 use sluice_bench::stats::Samples;
 use sluice_bench::table::Table;
-
-const CLIENT_ID: &str = "bench-admin";
-const CLIENT_SECRET: &str = "bench-admin-secret-0123456789";
-/// Stream `s` uses ids `s * ID_STRIDE + offset`.
-const ID_STRIDE: i64 = 1_000_000_000;
-const TARGET_RECORD_BYTES: usize = 200;
-
-#[derive(Clone, PartialEq, prost::Message)]
-struct Telemetry {
-    #[prost(int64, optional, tag = "1")]
-    id: Option<i64>,
-    #[prost(string, optional, tag = "2")]
-    device: Option<String>,
-    #[prost(int64, optional, tag = "3")]
-    ts: Option<i64>,
-    #[prost(double, optional, tag = "4")]
-    temp: Option<f64>,
-    #[prost(double, optional, tag = "5")]
-    humidity: Option<f64>,
-    #[prost(string, optional, tag = "6")]
-    payload: Option<String>,
-}
-
-fn descriptor() -> DescriptorProto {
-    let field = |name: &str, number: i32, ty: Type| FieldDescriptorProto {
-        name: Some(name.into()),
-        number: Some(number),
-        label: Some(Label::Optional as i32),
-        r#type: Some(ty as i32),
-        ..Default::default()
-    };
-    DescriptorProto {
-        name: Some("Telemetry".into()),
-        field: vec![
-            field("id", 1, Type::Int64),
-            field("device", 2, Type::String),
-            field("ts", 3, Type::Int64),
-            field("temp", 4, Type::Double),
-            field("humidity", 5, Type::Double),
-            field("payload", 6, Type::String),
-        ],
-        ..Default::default()
-    }
-}
-
-fn record(id: i64, padding: &str) -> Vec<u8> {
-    Telemetry {
-        id: Some(id),
-        device: Some(format!("device-{:04}", id % 1000)),
-        ts: Some(1_700_000_000_000_000 + id),
-        temp: Some(20.0 + (id % 100) as f64 / 10.0),
-        humidity: Some(0.45),
-        payload: Some(padding.to_string()),
-    }
-    .encode_to_vec()
-}
-
-/// Padding that brings a record to ~TARGET_RECORD_BYTES.
-fn padding() -> String {
-    let base = record(123_456_789, "").len();
-    "x".repeat(TARGET_RECORD_BYTES.saturating_sub(base + 2))
-}
 
 struct Options {
     sluice: PathBuf,
@@ -126,127 +64,30 @@ fn parse_options() -> Result<Options> {
 }
 
 struct Server {
-    child: Child,
+    process: Process,
     url: String,
 }
 
 impl Server {
     fn start(binary: &Path, data_dir: &Path, flush_interval: &str) -> Result<Server> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
-        let log = std::fs::File::create(data_dir.join("server.log"))?;
-        let child = Command::new(binary)
-            .args(["serve", "--data-dir"])
-            .arg(data_dir)
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .args(["--flush-interval", flush_interval])
-            .args([
-                "--bootstrap-principal",
-                &format!("{CLIENT_ID}:{CLIENT_SECRET}"),
-            ])
-            .env("RUST_LOG", "warn")
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .stdin(Stdio::null())
-            .spawn()
-            .with_context(|| format!("starting {}", binary.display()))?;
-        Ok(Server {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-        })
+        let port = sluice_bench::e2e::free_port()?;
+        let url = format!("http://127.0.0.1:{port}");
+        let process = Process::spawn(
+            binary,
+            &serve_args(data_dir, port, flush_interval),
+            &data_dir.join("server.log"),
+            url.clone(),
+        )?;
+        Ok(Server { process, url })
     }
 
     async fn wait_ready(&self) -> Result<()> {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline {
-            if let Ok(r) = reqwest::get(format!("{}/healthz", self.url)).await {
-                if r.status().is_success() {
-                    return Ok(());
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        bail!("server did not become healthy")
-    }
-
-    async fn token(&self) -> Result<String> {
-        let v: serde_json::Value = reqwest::Client::new()
-            .post(format!("{}/oidc/v1/token", self.url))
-            .basic_auth(CLIENT_ID, Some(CLIENT_SECRET))
-            .form(&[("grant_type", "client_credentials")])
-            .send()
-            .await?
-            .json()
-            .await?;
-        Ok(v["access_token"].as_str().context("no token")?.to_string())
+        sluice_bench::e2e::wait_ready(&format!("{}/healthz", self.process.url)).await
     }
 
     /// Creates a table; returns its storage location.
     async fn create_table(&self, name: &str) -> Result<String> {
-        let columns = serde_json::json!([
-            {"name": "id", "type_text": "bigint", "nullable": false},
-            {"name": "device", "type_text": "string"},
-            {"name": "ts", "type_text": "timestamp"},
-            {"name": "temp", "type_text": "double"},
-            {"name": "humidity", "type_text": "double"},
-            {"name": "payload", "type_text": "string"},
-        ]);
-        let resp = reqwest::Client::new()
-            .post(format!("{}/api/2.1/unity-catalog/tables", self.url))
-            .bearer_auth(self.token().await?)
-            .json(&serde_json::json!({"name": name, "columns": columns}))
-            .send()
-            .await?;
-        let status = resp.status();
-        let v: serde_json::Value = resp.json().await?;
-        if !status.is_success() {
-            bail!("create table: {status} {v}");
-        }
-        Ok(v["storage_location"]
-            .as_str()
-            .context("location")?
-            .to_string())
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Per-stream timestamps (ns since the run's start; 0 = not yet).
-struct Timeline {
-    start: Instant,
-    sent: Vec<AtomicU64>,
-    acked: Vec<AtomicU64>,
-}
-
-impl Timeline {
-    fn new(start: Instant, capacity: usize) -> Self {
-        Timeline {
-            start,
-            sent: (0..capacity).map(|_| AtomicU64::new(0)).collect(),
-            acked: (0..capacity).map(|_| AtomicU64::new(0)).collect(),
-        }
-    }
-    fn now(&self) -> u64 {
-        self.start.elapsed().as_nanos() as u64
-    }
-}
-
-struct AckTimes(Arc<Timeline>);
-
-impl AckCallback for AckTimes {
-    fn on_ack(&self, offset: OffsetId) {
-        if let Some(slot) = self.0.acked.get(offset as usize) {
-            slot.store(self.0.now().max(1), Ordering::Relaxed);
-        }
-    }
-    fn on_error(&self, offset: OffsetId, error_message: &str) {
-        eprintln!("record {offset} failed: {error_message}");
+        sluice_bench::e2e::create_table(&self.url, name).await
     }
 }
 
@@ -304,10 +145,13 @@ async fn run_scenario(opts: &Options, streams: usize) -> Result<ScenarioResult> 
             let mut stream = sdk
                 .stream_builder()
                 .table(&table)
-                .oauth(CLIENT_ID, CLIENT_SECRET)
+                .oauth(
+                    sluice_bench::e2e::CLIENT_ID,
+                    sluice_bench::e2e::CLIENT_SECRET,
+                )
                 .compiled_proto(descriptor())
                 .max_inflight_requests(max_inflight)
-                .ack_callback(Arc::new(AckTimes(timeline.clone())))
+                .ack_callback(Arc::new(AckTimes::new(timeline.clone())))
                 .build()
                 .await?;
             let mut bytes = 0u64;
@@ -317,9 +161,7 @@ async fn run_scenario(opts: &Options, streams: usize) -> Result<ScenarioResult> 
                 bytes += rec.len() as u64;
                 let got = stream.ingest_record_offset(ProtoBytes(rec)).await? as usize;
                 // Queued in the SDK now (waits for in-flight room are not counted).
-                if let Some(slot) = timeline.sent.get(got) {
-                    slot.store(timeline.now().max(1), Ordering::Relaxed);
-                }
+                timeline.mark_sent(got);
                 offset += 1;
             }
             stream.flush().await?;

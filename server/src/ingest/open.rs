@@ -50,8 +50,8 @@ pub async fn open_stream(
     }
     pod.auth.authorize_write(caller, &table)?;
     let sink = pod
-        .sinks
-        .get(&table)
+        .sink_for(&table)
+        .await?
         .ok_or_else(|| ServerError::NotFound(format!("table `{table}` does not exist")))?;
     let format = match create.record_type {
         None => RecordFormat::Proto,

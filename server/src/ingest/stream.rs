@@ -47,6 +47,27 @@ fn response(payload: ephemeral_stream_response::Payload) -> EphemeralStreamRespo
     }
 }
 
+/// `CloseStreamSignal`: the pod will end this stream in `grace`; the SDK stops sending,
+/// waits for its acks and reconnects (through the router, to another pod).
+fn close_signal(grace: std::time::Duration) -> EphemeralStreamResponse {
+    response(ephemeral_stream_response::Payload::CloseStreamSignal(
+        CloseStreamSignal {
+            duration: Some(prost_types::Duration {
+                seconds: grace.as_secs() as i64,
+                nanos: grace.subsec_nanos() as i32,
+            }),
+        },
+    ))
+}
+
+/// Sleeps until `deadline`, or forever when there is none.
+async fn sleep_until_some(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Runs one stream to its end.
 pub async fn run_stream(
     pod: Arc<Pod>,
@@ -164,8 +185,12 @@ impl<'p> StreamState<'p> {
 
     async fn serve(&mut self, inbound: &mut Streaming<EphemeralStreamRequest>) -> End {
         let shutdown = self.pod.shutdown.clone();
+        let draining = self.pod.draining.clone();
         let limits = &self.pod.config.limits;
         let mut idle_deadline = tokio::time::Instant::now() + limits.idle_stream_timeout;
+        // Set once the pod drains: CloseStreamSignal was sent; the stream keeps reading and
+        // acking until the client moves away or this passes.
+        let mut close_deadline: Option<tokio::time::Instant> = None;
         loop {
             if let Err(end) = self.send_durable_acks().await {
                 return end;
@@ -173,6 +198,14 @@ impl<'p> StreamState<'p> {
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => return End::Shutdown,
+                _ = draining.cancelled(), if close_deadline.is_none() => {
+                    let grace = self.pod.drain_grace();
+                    close_deadline = Some(tokio::time::Instant::now() + grace);
+                    if self.tx.send(Ok(close_signal(grace))).await.is_err() {
+                        return End::ClientGone;
+                    }
+                }
+                _ = sleep_until_some(close_deadline) => return End::Shutdown,
                 changed = self.durable.changed() => {
                     if changed.is_err() {
                         return End::Failed(Status::unavailable("write-ahead log stopped"));
@@ -287,15 +320,10 @@ impl<'p> StreamState<'p> {
         match end {
             End::ClientDone | End::ClientGone => {}
             End::Shutdown => {
-                let close = response(ephemeral_stream_response::Payload::CloseStreamSignal(
-                    CloseStreamSignal {
-                        duration: Some(prost_types::Duration {
-                            seconds: 0,
-                            nanos: 0,
-                        }),
-                    },
-                ));
-                let _ = self.tx.send(Ok(close)).await;
+                let _ = self
+                    .tx
+                    .send(Ok(close_signal(std::time::Duration::ZERO)))
+                    .await;
                 let _ = self
                     .tx
                     .send(Err(Status::unavailable(
@@ -338,6 +366,7 @@ impl<'p> StreamState<'p> {
             let record_bytes: usize = records.iter().map(|(_, r)| r.len()).sum();
             metrics::counter!("sluice_ingest_records_total").increment(records.len() as u64);
             metrics::counter!("sluice_ingest_bytes_total").increment(record_bytes as u64);
+            self.pod.load.record_ingress(record_bytes);
             let payload = encode_records(
                 self.opened.key,
                 records.iter().map(|(o, r)| (*o, r.as_ref())),

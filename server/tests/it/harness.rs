@@ -78,26 +78,10 @@ impl Server {
     }
 
     async fn wait_healthy(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let client = reqwest::Client::new();
-        loop {
-            if let Some(child) = self.child.as_mut() {
-                if let Ok(Some(status)) = child.try_wait() {
-                    panic!("sluice exited early ({status}); log:\n{}", self.log());
-                }
-            }
-            if let Ok(r) = client.get(format!("{}/healthz", self.url)).send().await {
-                if r.status().is_success() {
-                    return;
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "sluice did not become healthy:\n{}",
-                self.log()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let url = format!("{}/healthz", self.url);
+        let log = self.data_dir.join("server.log");
+        let child = self.child.as_mut().expect("spawned");
+        wait_http_ok(&url, "sluice serve", child, &log, Duration::from_secs(60)).await;
     }
 
     /// The server's log so far.
@@ -135,6 +119,25 @@ impl Server {
         }
     }
 
+    /// Waits (up to `timeout`) for the process to exit on its own; returns whether it
+    /// exited successfully.
+    pub fn wait_exit(&mut self, timeout: Duration) -> bool {
+        let Some(mut child) = self.child.take() else {
+            return false;
+        };
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                return status.success();
+            }
+            if Instant::now() >= deadline {
+                self.child = Some(child);
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Starts the process again on the same port and data dir.
     pub async fn restart(&mut self) {
         assert!(self.child.is_none(), "restart of a running server");
@@ -143,13 +146,7 @@ impl Server {
 
     /// Runs the `sluice` CLI against this server.
     pub fn cli(&self, args: &[&str]) -> std::process::Output {
-        Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .args(args)
-            .env("SLUICE_SERVER", &self.url)
-            .env("SLUICE_CLIENT_ID", CLIENT_ID)
-            .env("SLUICE_CLIENT_SECRET", CLIENT_SECRET)
-            .output()
-            .expect("run sluice cli")
+        cli_at(&self.url, args)
     }
 
     /// Creates a table through the CLI.
@@ -185,12 +182,7 @@ impl Server {
 
     /// An official-SDK client for this server (TLS off, default OAuth flow).
     pub fn sdk(&self) -> ZerobusSdk {
-        ZerobusSdk::builder()
-            .endpoint(&self.url)
-            .unity_catalog_url(&self.url)
-            .no_tls()
-            .build()
-            .expect("sdk")
+        sdk_at(&self.url)
     }
 
     /// An admin access token.
@@ -223,6 +215,51 @@ impl Server {
             .await
             .expect("table json")
     }
+}
+
+/// Polls `url` until it answers 2xx; panics (with the process's log) if `child` exits
+/// first or `timeout` passes.
+pub async fn wait_http_ok(url: &str, what: &str, child: &mut Child, log: &Path, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    let client = reqwest::Client::new();
+    let read_log = || std::fs::read_to_string(log).unwrap_or_default();
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("{what} exited early ({status}); log:\n{}", read_log());
+        }
+        if let Ok(r) = client.get(url).send().await {
+            if r.status().is_success() {
+                return;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} did not answer {url}:\n{}",
+            read_log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Runs the `sluice` CLI against `url` with the admin credentials.
+pub fn cli_at(url: &str, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(args)
+        .env("SLUICE_SERVER", url)
+        .env("SLUICE_CLIENT_ID", CLIENT_ID)
+        .env("SLUICE_CLIENT_SECRET", CLIENT_SECRET)
+        .output()
+        .expect("run sluice cli")
+}
+
+/// An official-SDK client for `url` (gRPC and OAuth/catalog; TLS off).
+pub fn sdk_at(url: &str) -> ZerobusSdk {
+    ZerobusSdk::builder()
+        .endpoint(url)
+        .unity_catalog_url(url)
+        .no_tls()
+        .build()
+        .expect("sdk")
 }
 
 impl Drop for Server {

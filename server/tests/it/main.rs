@@ -6,11 +6,15 @@
 
 mod auth;
 mod bad_input;
+mod catalog_etcd;
 mod cli_tables;
+mod cluster;
+mod cluster_harness;
 mod crash_torture;
 mod disk_full;
 mod doctor;
 mod harness;
+mod ledger;
 mod limits;
 mod protocol_errors;
 mod raw;

@@ -1,13 +1,27 @@
-//! The embedded catalog: tables, principals and token-signing keys of a
-//! single-node pod, kept in one JSON file in the data directory.
+//! The catalog: tables, principals, grants and token-signing keys, and the
+//! rules for changing them. Where it is stored is a [`CatalogStore`]:
 //!
-//! Every change is written to a temporary file, fsync'd and renamed over the
-//! old one, so a crash leaves either the old or the new catalog, never a torn
-//! one. The in-memory copy behind a mutex is the one the server reads.
+//! - [`FileStore`] (single node): one JSON file in the data directory,
+//!   rewritten atomically;
+//! - [`EtcdStore`] (cluster, `--join etcd://…`): one key in etcd that every
+//!   pod reads, changed by compare-and-swap.
+//!
+//! The whole catalog is one document. A change reads the newest document,
+//! applies the change to a copy and stores it only if nobody stored another
+//! version meanwhile (else it starts again from the newer one), so pods never
+//! lose each other's changes. Reads use the in-memory copy, reloaded when the
+//! store reports a newer revision.
+
+mod etcd_store;
+mod file_store;
+mod store;
+
+pub use etcd_store::EtcdStore;
+pub use file_store::FileStore;
+pub use store::{CatalogStore, Stored};
 
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
@@ -15,7 +29,8 @@ use sluice_zeroparser::TableSchema;
 
 use crate::error::{Result, ServerError};
 
-const CATALOG_FILE: &str = "catalog.json";
+/// How many times a change is retried against newer versions before giving up.
+const MAX_CHANGE_ATTEMPTS: usize = 32;
 
 /// A registered table.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -122,47 +137,73 @@ struct CatalogState {
     grants: std::collections::BTreeSet<Grant>,
 }
 
-/// The catalog of one pod.
+/// The in-memory copy and the store revision it was read at.
+struct Cached {
+    state: CatalogState,
+    revision: i64,
+}
+
+/// The catalog a pod serves.
 pub struct Catalog {
-    path: PathBuf,
-    state: Mutex<CatalogState>,
+    store: Box<dyn CatalogStore>,
+    cached: Mutex<Cached>,
 }
 
 impl Catalog {
-    /// Opens (or creates) the catalog in `data_dir`.
+    /// Opens (or creates) the embedded single-node catalog in `data_dir`.
     pub fn open(data_dir: &Path) -> Result<Catalog> {
-        let path = data_dir.join(CATALOG_FILE);
-        let state = match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
-                ServerError::Internal(format!("catalog {} is unreadable: {e}", path.display()))
-            })?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => CatalogState::default(),
-            Err(e) => return Err(ServerError::io(format!("reading {}", path.display()), e)),
-        };
+        Catalog::with_store(Box::new(FileStore::open(data_dir)?))
+    }
+
+    /// A catalog kept in `store`.
+    pub fn with_store(store: Box<dyn CatalogStore>) -> Result<Catalog> {
+        let cached = load(store.as_ref())?;
         Ok(Catalog {
-            path,
-            state: Mutex::new(state),
+            store,
+            cached: Mutex::new(cached),
         })
     }
 
-    fn update<T>(&self, f: impl FnOnce(&mut CatalogState) -> Result<T>) -> Result<T> {
-        let mut guard = self
-            .state
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Cached>> {
+        self.cached
             .lock()
-            .map_err(|_| ServerError::Internal("catalog lock poisoned".into()))?;
-        let mut next = guard.clone();
-        let out = f(&mut next)?;
-        persist(&self.path, &next)?;
-        *guard = next;
-        Ok(out)
+            .map_err(|_| ServerError::Internal("catalog lock poisoned".into()))
+    }
+
+    /// Applies `f` to the newest catalog and stores the result; if another
+    /// writer stored a newer version first, reloads and applies `f` again.
+    fn update<T>(&self, mut f: impl FnMut(&mut CatalogState) -> Result<T>) -> Result<T> {
+        let mut guard = self.lock()?;
+        if self.store.revision_hint() != guard.revision {
+            *guard = load(self.store.as_ref())?;
+        }
+        for _ in 0..MAX_CHANGE_ATTEMPTS {
+            let mut next = guard.state.clone();
+            let out = f(&mut next)?;
+            let bytes = serde_json::to_vec_pretty(&next)
+                .map_err(|e| ServerError::Internal(format!("encoding catalog: {e}")))?;
+            match self.store.replace(guard.revision, &bytes)? {
+                Some(revision) => {
+                    *guard = Cached {
+                        state: next,
+                        revision,
+                    };
+                    return Ok(out);
+                }
+                None => *guard = load(self.store.as_ref())?,
+            }
+        }
+        Err(ServerError::Unavailable(format!(
+            "the catalog changed under {MAX_CHANGE_ATTEMPTS} attempts in a row; retry"
+        )))
     }
 
     fn read<T>(&self, f: impl FnOnce(&CatalogState) -> T) -> Result<T> {
-        let guard = self
-            .state
-            .lock()
-            .map_err(|_| ServerError::Internal("catalog lock poisoned".into()))?;
-        Ok(f(&guard))
+        let mut guard = self.lock()?;
+        if self.store.revision_hint() != guard.revision {
+            *guard = load(self.store.as_ref())?;
+        }
+        Ok(f(&guard.state))
     }
 
     /// Registers a new table; fails if the name is taken.
@@ -175,7 +216,7 @@ impl Catalog {
                 )));
             }
             s.tables.insert(entry.full_name.clone(), entry.clone());
-            Ok(entry)
+            Ok(entry.clone())
         })
     }
 
@@ -210,7 +251,7 @@ impl Catalog {
                     p.client_id
                 )));
             }
-            s.principals.insert(p.client_id.clone(), p);
+            s.principals.insert(p.client_id.clone(), p.clone());
             Ok(())
         })
     }
@@ -257,7 +298,7 @@ impl Catalog {
                     grant.table
                 )));
             }
-            s.grants.insert(grant);
+            s.grants.insert(grant.clone());
             Ok(())
         })
     }
@@ -295,29 +336,28 @@ impl Catalog {
     /// Adds a signing key (it becomes the one that signs).
     pub fn add_signing_key(&self, key: SigningKey) -> Result<()> {
         self.update(|s| {
-            s.signing_keys.push(key);
+            s.signing_keys.push(key.clone());
             Ok(())
         })
     }
 }
 
-fn persist(path: &Path, state: &CatalogState) -> Result<()> {
-    let bytes = serde_json::to_vec_pretty(state)
-        .map_err(|e| ServerError::Internal(format!("encoding catalog: {e}")))?;
-    let tmp = path.with_extension("json.tmp");
-    let ctx = |what: &str| format!("{what} {}", tmp.display());
-    let mut file = std::fs::File::create(&tmp).map_err(|e| ServerError::io(ctx("creating"), e))?;
-    file.write_all(&bytes)
-        .map_err(|e| ServerError::io(ctx("writing"), e))?;
-    file.sync_all()
-        .map_err(|e| ServerError::io(ctx("syncing"), e))?;
-    std::fs::rename(&tmp, path).map_err(|e| ServerError::io(ctx("renaming"), e))?;
-    if let Some(dir) = path.parent() {
-        std::fs::File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| ServerError::io(format!("syncing {}", dir.display()), e))?;
-    }
-    Ok(())
+fn load(store: &dyn CatalogStore) -> Result<Cached> {
+    Ok(match store.load()? {
+        Some(stored) => Cached {
+            state: serde_json::from_slice(&stored.bytes).map_err(|e| {
+                ServerError::Internal(format!(
+                    "catalog in {} is unreadable: {e}",
+                    store.describe()
+                ))
+            })?,
+            revision: stored.revision,
+        },
+        None => Cached {
+            state: CatalogState::default(),
+            revision: 0,
+        },
+    })
 }
 
 /// Milliseconds since the Unix epoch.

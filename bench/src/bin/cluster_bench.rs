@@ -1,0 +1,671 @@
+//! Cluster benchmark: real `etcd`, `sluice serve --join` pods and `sluice router` processes
+//! on loopback, the official Rust SDK as producers (~200-byte proto records). Four tables:
+//!
+//! 1. router overhead: the same load (N unpaced streams, one pod) straight to the pod and
+//!    through the router, in the same run: records/s, ack p50/p99;
+//! 2. placement balance: 3 pods, pod-0 pre-loaded with streams connected to it directly; then
+//!    new paced streams arrive through a router with each policy (p2c, round-robin, random);
+//!    new streams per pod and the coefficient of variation (stddev/mean) across pods of
+//!    total streams and of ingress bytes/s, from the pods' own load reports;
+//! 3. drain: 64 paced streams on one pod, two idle pods join, the loaded pod is drained
+//!    (`sluice pod drain`): time until it exited, and the producers' ack latency (max, p99)
+//!    of records queued during the drain;
+//! 4. commit rate: N pods appending to one Delta table with a short flush interval:
+//!    commits/s the table reaches, and commit failures (conflict retries that gave up).
+//!
+//! Run: `scripts/bench-cluster.sh` (release build, then this). Options: `--sluice PATH`,
+//! `--seconds N` (per measured phase, default 10), `--streams N` (overhead, default 16),
+//! `--only overhead,balance,drain,commits`, `--commit-pods 1,2,4,8`.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use databricks_zerobus_ingest_sdk::{ProtoBytes, ZerobusSdk};
+use sluice_bench::e2e::{
+    descriptor, free_port, padding, record, serve_args, wait_ready, AckTimes, Process, Timeline,
+    CLIENT_ID, CLIENT_SECRET, ID_STRIDE,
+};
+use sluice_bench::stats::Samples;
+use sluice_bench::table::Table;
+
+/// Records per stream a timeline can hold.
+const CAPACITY: usize = 2_000_000;
+
+struct Options {
+    sluice: PathBuf,
+    seconds: u64,
+    streams: usize,
+    only: Vec<String>,
+    commit_pods: Vec<usize>,
+    work: PathBuf,
+}
+
+fn parse_options() -> Result<Options> {
+    let mut o = Options {
+        sluice: PathBuf::from("target/release/sluice"),
+        seconds: 10,
+        streams: 16,
+        only: vec![
+            "overhead".into(),
+            "balance".into(),
+            "drain".into(),
+            "commits".into(),
+        ],
+        commit_pods: vec![1, 2, 4, 8],
+        work: std::env::temp_dir().join(format!("sluice-cluster-bench-{}", std::process::id())),
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut value = || args.next().with_context(|| format!("{a} needs a value"));
+        match a.as_str() {
+            "--sluice" => o.sluice = PathBuf::from(value()?),
+            "--seconds" => o.seconds = value()?.parse()?,
+            "--streams" => o.streams = value()?.parse()?,
+            "--only" => o.only = value()?.split(',').map(str::to_string).collect(),
+            "--commit-pods" => {
+                o.commit_pods = value()?
+                    .split(',')
+                    .map(|s| s.trim().parse())
+                    .collect::<Result<_, _>>()?
+            }
+            other => bail!("unknown option {other}"),
+        }
+    }
+    Ok(o)
+}
+
+/// etcd, pods and routers of one scenario, under one folder; all killed on drop.
+struct Cluster {
+    sluice: PathBuf,
+    dir: PathBuf,
+    join: String,
+    _etcd: Process,
+    pods: Vec<(String, Process)>,
+}
+
+impl Cluster {
+    async fn start(opts: &Options, name: &str) -> Result<Cluster> {
+        let dir = opts.work.join(name);
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        let (client, peer) = (free_port()?, free_port()?);
+        let args: Vec<String> = [
+            "--name",
+            "bench",
+            "--data-dir",
+            &dir.join("etcd").display().to_string(),
+            "--listen-client-urls",
+            &format!("http://127.0.0.1:{client}"),
+            "--advertise-client-urls",
+            &format!("http://127.0.0.1:{client}"),
+            "--listen-peer-urls",
+            &format!("http://127.0.0.1:{peer}"),
+            "--initial-advertise-peer-urls",
+            &format!("http://127.0.0.1:{peer}"),
+            "--initial-cluster",
+            &format!("bench=http://127.0.0.1:{peer}"),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let etcd = Process::spawn(
+            Path::new("etcd"),
+            &args,
+            &dir.join("etcd.log"),
+            format!("http://127.0.0.1:{client}"),
+        )?;
+        wait_ready(&format!("{}/health", etcd.url)).await?;
+        Ok(Cluster {
+            sluice: opts.sluice.clone(),
+            join: format!("etcd://127.0.0.1:{client}"),
+            dir,
+            _etcd: etcd,
+            pods: Vec::new(),
+        })
+    }
+
+    async fn add_pod(&mut self, id: &str, flush_interval: &str) -> Result<String> {
+        let port = free_port()?;
+        let mut args = serve_args(&self.dir.join(id), port, flush_interval);
+        for a in [
+            "--join",
+            &self.join,
+            "--pod-id",
+            id,
+            "--warehouse",
+            &self.dir.join("warehouse").display().to_string(),
+            "--drain-grace",
+            "10s",
+        ] {
+            args.push(a.to_string());
+        }
+        let url = format!("http://127.0.0.1:{port}");
+        let log = self.dir.join(format!("{id}.log"));
+        let pod = Process::spawn(&self.sluice, &args, &log, url.clone())?;
+        wait_ready(&format!("{url}/healthz")).await?;
+        self.pods.push((id.to_string(), pod));
+        self.wait_for(|pods| pods.iter().any(|p| p["id"] == id))
+            .await?;
+        Ok(url)
+    }
+
+    async fn router(&self, policy: &str) -> Result<Process> {
+        let port = free_port()?;
+        let args: Vec<String> = [
+            "router",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--join",
+            &self.join,
+            "--placement",
+            policy,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let url = format!("http://127.0.0.1:{port}");
+        let log = self.dir.join(format!("router-{policy}.log"));
+        let router = Process::spawn(&self.sluice, &args, &log, url.clone())?;
+        wait_ready(&format!("{url}/healthz")).await?;
+        Ok(router)
+    }
+
+    fn status(&self) -> Result<Vec<serde_json::Value>> {
+        let out = std::process::Command::new(&self.sluice)
+            .args(["cluster", "status", "--json", "--join", &self.join])
+            .output()?;
+        if !out.status.success() {
+            bail!("cluster status: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        Ok(serde_json::from_slice(&out.stdout)?)
+    }
+
+    async fn wait_for(&self, pred: impl Fn(&[serde_json::Value]) -> bool) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if pred(&self.status()?) {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        bail!(
+            "cluster did not reach the expected state: {:#?}",
+            self.status()?
+        )
+    }
+}
+
+fn sdk(url: &str) -> Result<Arc<ZerobusSdk>> {
+    Ok(Arc::new(
+        ZerobusSdk::builder()
+            .endpoint(url)
+            .unity_catalog_url(url)
+            .no_tls()
+            .build()?,
+    ))
+}
+
+/// One producer: sends until `stop` (at `per_sec` records/s when paced), then flushes and
+/// closes. Returns the records sent.
+fn spawn_producer(
+    sdk: Arc<ZerobusSdk>,
+    table: String,
+    stream_no: usize,
+    timeline: Arc<Timeline>,
+    per_sec: Option<u32>,
+    stop: Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<Result<u64>> {
+    tokio::spawn(async move {
+        let mut stream = sdk
+            .stream_builder()
+            .table(&table)
+            .oauth(CLIENT_ID, CLIENT_SECRET)
+            .compiled_proto(descriptor())
+            .max_inflight_requests(1000)
+            .recovery(true)
+            .recovery_retries(1000)
+            .recovery_backoff_ms(50)
+            .ack_callback(Arc::new(AckTimes::new(timeline.clone())))
+            .build()
+            .await?;
+        let pad = padding();
+        let mut sent = 0usize;
+        // Paced streams send bursts of 1/10 s worth every 100 ms.
+        let burst = per_sec.map(|r| (r / 10).max(1) as usize);
+        let mut tick = tokio::time::interval(Duration::from_millis(100));
+        while !stop.load(Ordering::Relaxed) && sent < CAPACITY {
+            if let Some(burst) = burst {
+                tick.tick().await;
+                for _ in 0..burst {
+                    let rec = record(stream_no as i64 * ID_STRIDE + sent as i64, &pad);
+                    let got = stream.ingest_record_offset(ProtoBytes(rec)).await? as usize;
+                    timeline.mark_sent(got);
+                    sent += 1;
+                }
+            } else {
+                let rec = record(stream_no as i64 * ID_STRIDE + sent as i64, &pad);
+                let got = stream.ingest_record_offset(ProtoBytes(rec)).await? as usize;
+                timeline.mark_sent(got);
+                sent += 1;
+            }
+        }
+        stream.flush().await?;
+        stream.close().await?;
+        Ok(sent as u64)
+    })
+}
+
+async fn join_all(tasks: Vec<tokio::task::JoinHandle<Result<u64>>>) -> Result<u64> {
+    let mut n = 0;
+    for t in tasks {
+        n += t.await??;
+    }
+    Ok(n)
+}
+
+/// Ack latencies (ms) of records queued in `[from_ns, to_ns)`, and how many of them were
+/// acked by `to_ns`.
+fn ack_latencies(timelines: &[Arc<Timeline>], from_ns: u64, to_ns: u64) -> (Samples, u64) {
+    let mut samples = Samples::new();
+    let mut acked_in_window = 0;
+    for tl in timelines {
+        for i in 0..CAPACITY {
+            let sent = tl.sent[i].load(Ordering::Relaxed);
+            if sent == 0 {
+                break;
+            }
+            let acked = tl.acked[i].load(Ordering::Relaxed);
+            if sent >= from_ns && sent < to_ns && acked > 0 {
+                samples.push(acked.saturating_sub(sent) as f64 / 1e6);
+                if acked < to_ns {
+                    acked_in_window += 1;
+                }
+            }
+        }
+    }
+    (samples, acked_in_window)
+}
+
+fn cv(values: &[f64]) -> f64 {
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    if mean == 0.0 {
+        return 0.0;
+    }
+    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n;
+    var.sqrt() / mean
+}
+
+async fn overhead(opts: &Options) -> Result<()> {
+    let mut cluster = Cluster::start(opts, "overhead").await?;
+    let pod_url = cluster.add_pod("pod-0", "1s").await?;
+    let router = cluster.router("p2c").await?;
+    let table = "bench.cluster.overhead";
+    sluice_bench::e2e::create_table(&pod_url, table).await?;
+    let mut out = Table::new(&[
+        "path",
+        "streams",
+        "records/s",
+        "MB/s",
+        "ack p50 ms",
+        "ack p99 ms",
+    ]);
+    let mut rates = Vec::new();
+    for (path, url) in [("direct to pod", &pod_url), ("via router", &router.url)] {
+        let sdk = sdk(url)?;
+        let start = Instant::now();
+        let stop = Arc::new(AtomicBool::new(false));
+        let timelines: Vec<_> = (0..opts.streams)
+            .map(|_| Arc::new(Timeline::new(start, CAPACITY)))
+            .collect();
+        let tasks: Vec<_> = (0..opts.streams)
+            .map(|s| {
+                spawn_producer(
+                    sdk.clone(),
+                    table.into(),
+                    s,
+                    timelines[s].clone(),
+                    None,
+                    stop.clone(),
+                )
+            })
+            .collect();
+        // 1 s warm-up, then the measured window.
+        let from = Duration::from_secs(1);
+        let to = from + Duration::from_secs(opts.seconds);
+        tokio::time::sleep(to).await;
+        stop.store(true, Ordering::Relaxed);
+        join_all(tasks).await?;
+        let (mut lat, acked) =
+            ack_latencies(&timelines, from.as_nanos() as u64, to.as_nanos() as u64);
+        let rate = acked as f64 / opts.seconds as f64;
+        rates.push(rate);
+        out.row(vec![
+            path.into(),
+            opts.streams.to_string(),
+            format!("{rate:.0}"),
+            format!(
+                "{:.2}",
+                rate * sluice_bench::e2e::TARGET_RECORD_BYTES as f64 / 1e6
+            ),
+            format!("{:.1}", lat.median()),
+            format!("{:.1}", lat.quantile(0.99)),
+        ]);
+    }
+    println!(
+        "\n1. Router overhead (one pod, unpaced streams, {} s window after 1 s warm-up)",
+        opts.seconds
+    );
+    print!("{}", out.render());
+    if let [direct, routed] = rates[..] {
+        println!(
+            "throughput via router: {:+.1} % vs direct",
+            (routed / direct - 1.0) * 100.0
+        );
+    }
+    Ok(())
+}
+
+async fn balance(opts: &Options) -> Result<()> {
+    const PRELOAD: usize = 12;
+    const NEW: usize = 24;
+    const PER_SEC: u32 = 500;
+    let mut cluster = Cluster::start(opts, "balance").await?;
+    let pod0 = cluster.add_pod("pod-0", "1s").await?;
+    cluster.add_pod("pod-1", "1s").await?;
+    cluster.add_pod("pod-2", "1s").await?;
+    let table = "bench.cluster.balance";
+    sluice_bench::e2e::create_table(&pod0, table).await?;
+    let mut out = Table::new(&[
+        "policy",
+        "new streams pod-0/1/2",
+        "CV streams",
+        "MiB/s pod-0/1/2",
+        "CV bytes/s",
+    ]);
+    for policy in ["p2c", "round-robin", "random"] {
+        let router = cluster.router(policy).await?;
+        let start = Instant::now();
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut tasks = Vec::new();
+        let pre_sdk = sdk(&pod0)?;
+        for s in 0..PRELOAD {
+            let tl = Arc::new(Timeline::new(start, CAPACITY));
+            tasks.push(spawn_producer(
+                pre_sdk.clone(),
+                table.into(),
+                s,
+                tl,
+                Some(PER_SEC),
+                stop.clone(),
+            ));
+        }
+        cluster
+            .wait_for(|p| {
+                p.iter()
+                    .any(|x| x["id"] == "pod-0" && x["load"]["open_streams"] == PRELOAD as u64)
+            })
+            .await?;
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        let new_sdk = sdk(&router.url)?;
+        for s in PRELOAD..PRELOAD + NEW {
+            let tl = Arc::new(Timeline::new(start, CAPACITY));
+            tasks.push(spawn_producer(
+                new_sdk.clone(),
+                table.into(),
+                s,
+                tl,
+                Some(PER_SEC),
+                stop.clone(),
+            ));
+            tokio::time::sleep(Duration::from_millis(150)).await;
+        }
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let pods = cluster.status()?;
+        stop.store(true, Ordering::Relaxed);
+        join_all(tasks).await?;
+        drop(router);
+        let streams: Vec<f64> = ["pod-0", "pod-1", "pod-2"]
+            .iter()
+            .map(|id| {
+                pods.iter()
+                    .find(|p| p["id"] == *id)
+                    .and_then(|p| p["load"]["open_streams"].as_f64())
+                    .unwrap_or(0.0)
+            })
+            .collect();
+        let bytes: Vec<f64> = ["pod-0", "pod-1", "pod-2"]
+            .iter()
+            .map(|id| {
+                pods.iter()
+                    .find(|p| p["id"] == *id)
+                    .and_then(|p| p["load"]["ingress_bytes_per_sec"].as_f64())
+                    .unwrap_or(0.0)
+            })
+            .collect();
+        let new: Vec<String> = streams
+            .iter()
+            .enumerate()
+            .map(|(i, s)| format!("{}", *s as usize - if i == 0 { PRELOAD } else { 0 }))
+            .collect();
+        out.row(vec![
+            policy.into(),
+            new.join("/"),
+            format!("{:.2}", cv(&streams)),
+            bytes
+                .iter()
+                .map(|b| format!("{:.2}", b / (1024.0 * 1024.0)))
+                .collect::<Vec<_>>()
+                .join("/"),
+            format!("{:.2}", cv(&bytes)),
+        ]);
+        cluster
+            .wait_for(|p| p.iter().all(|x| x["load"]["open_streams"] == 0))
+            .await?;
+    }
+    println!(
+        "\n2. Placement balance (3 pods; pod-0 pre-loaded with {PRELOAD} streams; {NEW} new streams \
+         through the router, 150 ms apart; every stream {PER_SEC} records/s; figures from the pods' \
+         load reports 3 s after the last stream opened)"
+    );
+    print!("{}", out.render());
+    Ok(())
+}
+
+async fn drain(opts: &Options) -> Result<()> {
+    const STREAMS: usize = 64;
+    const PER_SEC: u32 = 100;
+    let mut cluster = Cluster::start(opts, "drain").await?;
+    let pod0 = cluster.add_pod("pod-0", "1s").await?;
+    let router = cluster.router("p2c").await?;
+    let table = "bench.cluster.drain";
+    sluice_bench::e2e::create_table(&pod0, table).await?;
+    let start = Instant::now();
+    let stop = Arc::new(AtomicBool::new(false));
+    let sdk = sdk(&router.url)?;
+    let timelines: Vec<_> = (0..STREAMS)
+        .map(|_| Arc::new(Timeline::new(start, CAPACITY)))
+        .collect();
+    let tasks: Vec<_> = (0..STREAMS)
+        .map(|s| {
+            spawn_producer(
+                sdk.clone(),
+                table.into(),
+                s,
+                timelines[s].clone(),
+                Some(PER_SEC),
+                stop.clone(),
+            )
+        })
+        .collect();
+    cluster
+        .wait_for(|p| {
+            p.iter()
+                .any(|x| x["id"] == "pod-0" && x["load"]["open_streams"] == STREAMS as u64)
+        })
+        .await?;
+    cluster.add_pod("pod-1", "1s").await?;
+    cluster.add_pod("pod-2", "1s").await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let drain_from = start.elapsed();
+    let out = std::process::Command::new(&cluster.sluice)
+        .args(["pod", "drain", "pod-0", "--join", &cluster.join])
+        .output()?;
+    if !out.status.success() {
+        bail!("pod drain: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let (_, pod) = cluster
+        .pods
+        .iter_mut()
+        .find(|(id, _)| id == "pod-0")
+        .context("pod-0")?;
+    pod.wait_exit(Duration::from_secs(60))?;
+    let drain_to = start.elapsed();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let moved = cluster.status()?;
+    stop.store(true, Ordering::Relaxed);
+    join_all(tasks).await?;
+    let (mut lat, _) = ack_latencies(
+        &timelines,
+        drain_from.as_nanos() as u64,
+        drain_to.as_nanos() as u64,
+    );
+    let on: Vec<String> = moved
+        .iter()
+        .map(|p| {
+            format!(
+                "{}={}",
+                p["id"].as_str().unwrap_or("?"),
+                p["load"]["open_streams"]
+            )
+        })
+        .collect();
+    let mut t = Table::new(&[
+        "streams",
+        "drain s",
+        "ack p50 ms",
+        "ack p99 ms",
+        "max ack stall ms",
+        "streams after",
+    ]);
+    t.row(vec![
+        STREAMS.to_string(),
+        format!("{:.2}", (drain_to - drain_from).as_secs_f64()),
+        format!("{:.1}", lat.median()),
+        format!("{:.1}", lat.quantile(0.99)),
+        format!("{:.1}", lat.quantile(1.0)),
+        on.join(" "),
+    ]);
+    println!(
+        "\n3. Drain ({STREAMS} streams x {PER_SEC} records/s on pod-0, two idle pods; from `sluice pod drain` \
+         to pod-0's exit; ack latency of records queued meanwhile)"
+    );
+    print!("{}", t.render());
+    Ok(())
+}
+
+async fn metric_sum(url: &str, name: &str) -> f64 {
+    let Ok(resp) = reqwest::get(format!("{url}/metrics")).await else {
+        return 0.0;
+    };
+    let text = resp.text().await.unwrap_or_default();
+    text.lines()
+        .filter(|l| l.starts_with(name))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+async fn commits(opts: &Options) -> Result<()> {
+    const PER_SEC: u32 = 1000;
+    let mut out = Table::new(&[
+        "pods",
+        "flush interval",
+        "table commits/s",
+        "per pod/s",
+        "commit failures",
+    ]);
+    for &n in &opts.commit_pods {
+        let mut cluster = Cluster::start(opts, &format!("commits-{n}")).await?;
+        let mut urls = Vec::new();
+        for i in 0..n {
+            urls.push(cluster.add_pod(&format!("pod-{i}"), "10ms").await?);
+        }
+        let table = "bench.cluster.commits";
+        let location = sluice_bench::e2e::create_table(&urls[0], table).await?;
+        let start = Instant::now();
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut tasks = Vec::new();
+        for (i, url) in urls.iter().enumerate() {
+            let tl = Arc::new(Timeline::new(start, CAPACITY));
+            tasks.push(spawn_producer(
+                sdk(url)?,
+                table.into(),
+                i,
+                tl,
+                Some(PER_SEC),
+                stop.clone(),
+            ));
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let url = url::Url::parse(&location)?;
+        let v0 = deltalake::open_table(url.clone())
+            .await?
+            .version()
+            .unwrap_or(0);
+        tokio::time::sleep(Duration::from_secs(opts.seconds)).await;
+        let v1 = deltalake::open_table(url).await?.version().unwrap_or(0);
+        let mut failures = 0.0;
+        for u in &urls {
+            failures += metric_sum(u, "sluice_sink_commit_failures_total").await;
+        }
+        stop.store(true, Ordering::Relaxed);
+        join_all(tasks).await?;
+        let rate = (v1 - v0) as f64 / opts.seconds as f64;
+        out.row(vec![
+            n.to_string(),
+            "10ms".into(),
+            format!("{rate:.1}"),
+            format!("{:.1}", rate / n as f64),
+            format!("{failures:.0}"),
+        ]);
+    }
+    println!(
+        "\n4. Commit rate on one Delta table (local-folder warehouse; each pod one stream of \
+         {PER_SEC} records/s and --flush-interval 10ms, so every pod commits as fast as it can)"
+    );
+    print!("{}", out.render());
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let opts = parse_options()?;
+    if !opts.sluice.exists() {
+        bail!(
+            "{} not found: build it with `cargo build --release -p sluice-server`",
+            opts.sluice.display()
+        );
+    }
+    println!(
+        "Sluice cluster benchmark: official Rust SDK 2.12.0, ~{}-byte proto records, {} cores, \
+         everything (etcd, pods, router, producers) on this machine",
+        sluice_bench::e2e::TARGET_RECORD_BYTES,
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    );
+    for scenario in &opts.only {
+        match scenario.as_str() {
+            "overhead" => overhead(&opts).await?,
+            "balance" => balance(&opts).await?,
+            "drain" => drain(&opts).await?,
+            "commits" => commits(&opts).await?,
+            other => bail!("unknown scenario {other}"),
+        }
+    }
+    let _ = std::fs::remove_dir_all(&opts.work);
+    Ok(())
+}

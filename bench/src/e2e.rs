@@ -1,0 +1,274 @@
+//! What the end-to-end benchmarks share (feature `e2e`): the ~200-byte telemetry record and
+//! its descriptor, starting real `sluice` processes (pods, routers) and the HTTP calls they
+//! need (health, token, table creation), and per-record send/ack timelines fed by the
+//! official SDK's ack callback.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use databricks_zerobus_ingest_sdk::{AckCallback, OffsetId};
+use prost::Message;
+use prost_types::field_descriptor_proto::{Label, Type};
+use prost_types::{DescriptorProto, FieldDescriptorProto};
+
+/// Admin principal of benchmark servers.
+pub const CLIENT_ID: &str = "bench-admin";
+/// Its secret.
+pub const CLIENT_SECRET: &str = "bench-admin-secret-0123456789";
+/// Stream `s` uses ids `s * ID_STRIDE + offset`.
+pub const ID_STRIDE: i64 = 1_000_000_000;
+/// Size the records are padded to.
+pub const TARGET_RECORD_BYTES: usize = 200;
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct Telemetry {
+    #[prost(int64, optional, tag = "1")]
+    id: Option<i64>,
+    #[prost(string, optional, tag = "2")]
+    device: Option<String>,
+    #[prost(int64, optional, tag = "3")]
+    ts: Option<i64>,
+    #[prost(double, optional, tag = "4")]
+    temp: Option<f64>,
+    #[prost(double, optional, tag = "5")]
+    humidity: Option<f64>,
+    #[prost(string, optional, tag = "6")]
+    payload: Option<String>,
+}
+
+/// The descriptor of the telemetry record.
+pub fn descriptor() -> DescriptorProto {
+    let field = |name: &str, number: i32, ty: Type| FieldDescriptorProto {
+        name: Some(name.into()),
+        number: Some(number),
+        label: Some(Label::Optional as i32),
+        r#type: Some(ty as i32),
+        ..Default::default()
+    };
+    DescriptorProto {
+        name: Some("Telemetry".into()),
+        field: vec![
+            field("id", 1, Type::Int64),
+            field("device", 2, Type::String),
+            field("ts", 3, Type::Int64),
+            field("temp", 4, Type::Double),
+            field("humidity", 5, Type::Double),
+            field("payload", 6, Type::String),
+        ],
+        ..Default::default()
+    }
+}
+
+/// One encoded record with id `id`.
+pub fn record(id: i64, padding: &str) -> Vec<u8> {
+    Telemetry {
+        id: Some(id),
+        device: Some(format!("device-{:04}", id % 1000)),
+        ts: Some(1_700_000_000_000_000 + id),
+        temp: Some(20.0 + (id % 100) as f64 / 10.0),
+        humidity: Some(0.45),
+        payload: Some(padding.to_string()),
+    }
+    .encode_to_vec()
+}
+
+/// Padding that brings a record to ~TARGET_RECORD_BYTES.
+pub fn padding() -> String {
+    let base = record(123_456_789, "").len();
+    "x".repeat(TARGET_RECORD_BYTES.saturating_sub(base + 2))
+}
+
+/// A free loopback port.
+pub fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// A child process killed when dropped.
+pub struct Process {
+    /// The child.
+    pub child: Child,
+    /// Its HTTP base URL (when it serves one).
+    pub url: String,
+}
+
+impl Process {
+    /// Starts `program args…` with output to `log`.
+    pub fn spawn(program: &Path, args: &[String], log: &Path, url: String) -> Result<Process> {
+        let file = std::fs::File::create(log)?;
+        let child = Command::new(program)
+            .args(args)
+            .env("RUST_LOG", "warn")
+            .stdout(file.try_clone()?)
+            .stderr(file)
+            .stdin(Stdio::null())
+            .spawn()
+            .with_context(|| format!("starting {}", program.display()))?;
+        Ok(Process { child, url })
+    }
+
+    /// Sends SIGTERM.
+    pub fn terminate(&self) {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+    }
+
+    /// Waits up to `timeout` for the process to exit.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if self.child.try_wait()?.is_some() {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        bail!("process {} did not exit", self.child.id())
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `sluice serve` arguments for a benchmark pod on `port`.
+pub fn serve_args(data_dir: &Path, port: u16, flush_interval: &str) -> Vec<String> {
+    vec![
+        "serve".into(),
+        "--data-dir".into(),
+        data_dir.display().to_string(),
+        "--listen".into(),
+        format!("127.0.0.1:{port}"),
+        "--flush-interval".into(),
+        flush_interval.into(),
+        "--bootstrap-principal".into(),
+        format!("{CLIENT_ID}:{CLIENT_SECRET}"),
+    ]
+}
+
+/// Polls `url` until it answers 2xx.
+pub async fn wait_ready(url: &str) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        if let Ok(r) = reqwest::get(url).await {
+            if r.status().is_success() {
+                return Ok(());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    bail!("{url} did not answer")
+}
+
+/// An admin token from the server at `base`.
+pub async fn token(base: &str) -> Result<String> {
+    let v: serde_json::Value = reqwest::Client::new()
+        .post(format!("{base}/oidc/v1/token"))
+        .basic_auth(CLIENT_ID, Some(CLIENT_SECRET))
+        .form(&[("grant_type", "client_credentials")])
+        .send()
+        .await?
+        .json()
+        .await?;
+    Ok(v["access_token"].as_str().context("no token")?.to_string())
+}
+
+/// Creates the telemetry table `name` through the tables API at `base`; returns its location.
+pub async fn create_table(base: &str, name: &str) -> Result<String> {
+    let columns = serde_json::json!([
+        {"name": "id", "type_text": "bigint", "nullable": false},
+        {"name": "device", "type_text": "string"},
+        {"name": "ts", "type_text": "timestamp"},
+        {"name": "temp", "type_text": "double"},
+        {"name": "humidity", "type_text": "double"},
+        {"name": "payload", "type_text": "string"},
+    ]);
+    let resp = reqwest::Client::new()
+        .post(format!("{base}/api/2.1/unity-catalog/tables"))
+        .bearer_auth(token(base).await?)
+        .json(&serde_json::json!({"name": name, "columns": columns}))
+        .send()
+        .await?;
+    let status = resp.status();
+    let v: serde_json::Value = resp.json().await?;
+    if !status.is_success() {
+        bail!("create table: {status} {v}");
+    }
+    Ok(v["storage_location"]
+        .as_str()
+        .context("location")?
+        .to_string())
+}
+
+/// Per-stream timestamps by offset (ns since the run's start; 0 = not yet).
+pub struct Timeline {
+    start: Instant,
+    /// When each offset was queued in the SDK.
+    pub sent: Vec<AtomicU64>,
+    /// When each offset's ack arrived.
+    pub acked: Vec<AtomicU64>,
+}
+
+impl Timeline {
+    /// A timeline for up to `capacity` records.
+    pub fn new(start: Instant, capacity: usize) -> Self {
+        Timeline {
+            start,
+            sent: (0..capacity).map(|_| AtomicU64::new(0)).collect(),
+            acked: (0..capacity).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// ns since the start.
+    pub fn now(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+
+    /// Notes that `offset` was queued now.
+    pub fn mark_sent(&self, offset: usize) {
+        if let Some(slot) = self.sent.get(offset) {
+            slot.store(self.now().max(1), Ordering::Relaxed);
+        }
+    }
+}
+
+/// Ack callback that stamps a [`Timeline`] (cumulative acks stamp every offset up to the
+/// acked one that has no stamp yet).
+pub struct AckTimes {
+    timeline: Arc<Timeline>,
+    next: AtomicU64,
+}
+
+impl AckTimes {
+    /// Stamps `timeline`.
+    pub fn new(timeline: Arc<Timeline>) -> Self {
+        AckTimes {
+            timeline,
+            next: AtomicU64::new(0),
+        }
+    }
+}
+
+impl AckCallback for AckTimes {
+    fn on_ack(&self, offset: OffsetId) {
+        let now = self.timeline.now().max(1);
+        let from = self.next.fetch_max(offset as u64 + 1, Ordering::Relaxed);
+        for o in from..=offset as u64 {
+            if let Some(slot) = self.timeline.acked.get(o as usize) {
+                slot.store(now, Ordering::Relaxed);
+            }
+        }
+    }
+    fn on_error(&self, offset: OffsetId, error_message: &str) {
+        eprintln!("record {offset} failed: {error_message}");
+    }
+}

@@ -1,0 +1,134 @@
+//! The numbers a pod reports to the meta store every second: open streams, ingress bytes/s,
+//! CPU, WAL queue depth and memtable bytes. Streams count ingress into [`LoadCounters`]; the
+//! [`LoadSampler`] turns counters into rates between two reports.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use sluice_router::Load;
+
+/// Counters the data path bumps (one relaxed atomic add per run of records).
+#[derive(Default)]
+pub struct LoadCounters {
+    ingress_bytes: AtomicU64,
+}
+
+impl LoadCounters {
+    /// Counts record bytes received.
+    pub fn record_ingress(&self, bytes: usize) {
+        self.ingress_bytes
+            .fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// Record bytes received since the pod started.
+    pub fn ingress_total(&self) -> u64 {
+        self.ingress_bytes.load(Ordering::Relaxed)
+    }
+}
+
+/// Levels the sampler does not compute itself.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Levels {
+    /// Open streams.
+    pub open_streams: u64,
+    /// WAL bytes queued, not yet durable.
+    pub wal_queue_bytes: u64,
+    /// Memtable bytes awaiting commit.
+    pub memtable_bytes: u64,
+}
+
+struct Previous {
+    at: Instant,
+    ingress: u64,
+    cpu_secs: f64,
+}
+
+/// Turns cumulative counters into per-second rates.
+pub struct LoadSampler {
+    previous: Mutex<Option<Previous>>,
+}
+
+impl Default for LoadSampler {
+    fn default() -> Self {
+        LoadSampler {
+            previous: Mutex::new(None),
+        }
+    }
+}
+
+impl LoadSampler {
+    /// A load report from the counters now; rates cover the time since the last call.
+    pub fn sample(&self, counters: &LoadCounters, levels: Levels) -> Load {
+        let now = Instant::now();
+        let ingress = counters.ingress_total();
+        let cpu_secs = process_cpu_seconds().unwrap_or(0.0);
+        let mut previous = self.previous.lock().unwrap_or_else(|p| p.into_inner());
+        let (ingress_rate, cpu_cores) = match previous.as_ref() {
+            Some(p) => {
+                let secs = now.duration_since(p.at).as_secs_f64().max(1e-3);
+                (
+                    ingress.saturating_sub(p.ingress) as f64 / secs,
+                    (cpu_secs - p.cpu_secs).max(0.0) / secs,
+                )
+            }
+            None => (0.0, 0.0),
+        };
+        *previous = Some(Previous {
+            at: now,
+            ingress,
+            cpu_secs,
+        });
+        Load {
+            open_streams: levels.open_streams,
+            ingress_bytes_per_sec: ingress_rate,
+            cpu_cores,
+            wal_queue_bytes: levels.wal_queue_bytes,
+            memtable_bytes: levels.memtable_bytes,
+        }
+    }
+}
+
+/// User + system CPU time of this process, from `/proc/self/stat` (Linux); `None` elsewhere.
+pub fn process_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may hold spaces) start after the last ')'.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line: 12 and 13 here.
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    // SAFETY: sysconf only reads a configuration value.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if ticks <= 0 {
+        return None;
+    }
+    Some((utime + stime) / ticks as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ingress_becomes_a_rate_between_two_samples() {
+        let counters = LoadCounters::default();
+        let sampler = LoadSampler::default();
+        let first = sampler.sample(&counters, Levels::default());
+        assert_eq!(first.ingress_bytes_per_sec, 0.0);
+        counters.record_ingress(1 << 20);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let second = sampler.sample(&counters, Levels::default());
+        assert!(second.ingress_bytes_per_sec > 0.0);
+    }
+
+    #[test]
+    fn this_process_has_used_some_cpu() {
+        let mut x = 0u64;
+        for i in 0..5_000_000u64 {
+            x = x.wrapping_add(i * i);
+        }
+        assert!(x > 0);
+        assert!(process_cpu_seconds().is_some_and(|s| s > 0.0));
+    }
+}

@@ -1,0 +1,103 @@
+//! A pod's part in a cluster (`sluice serve --join etcd://…`): its registration and load
+//! reports in the meta store, and the drain sequence.
+//!
+//! Drain (on `sluice pod drain POD` or SIGTERM):
+//! 1. publish `draining` (routers stop placing new streams here within one refresh);
+//! 2. wait [`ROUTER_CATCH_UP`] so routers have seen it before producers reconnect;
+//! 3. every stream gets `CloseStreamSignal{grace}` and keeps being read and acked: the SDK
+//!    stops sending, collects its acks and reconnects through the router to another pod;
+//! 4. when no stream is left (or the grace ran out, plus a margin) the pod stops: streams
+//!    still open get their final acks and UNAVAILABLE, memtables are committed, and the WAL,
+//!    now wholly in Delta, is deleted: the pod exits with an empty WAL.
+
+pub mod load;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluice_router::registration::Registration;
+use sluice_router::Meta;
+
+use crate::config::ClusterConfig;
+use crate::error::{Result, ServerError};
+use crate::pod::Pod;
+
+/// How long a draining pod waits before closing streams, so that routers (which reload
+/// membership every 250 ms) no longer place reconnecting streams on it.
+pub const ROUTER_CATCH_UP: Duration = Duration::from_millis(750);
+/// Extra time after the drain grace for streams to finish their last acks.
+const GRACE_MARGIN: Duration = Duration::from_secs(2);
+
+/// A pod's membership in the cluster.
+pub struct Membership {
+    meta: Meta,
+    registration: Registration,
+    id: String,
+}
+
+fn meta_error(e: sluice_router::RouterError) -> ServerError {
+    ServerError::Unavailable(format!("meta store: {e}"))
+}
+
+impl Membership {
+    /// Registers `pod` and starts its load reports.
+    pub async fn join(pod: &Arc<Pod>, config: &ClusterConfig) -> Result<Membership> {
+        let meta = Meta::connect(&config.join).await.map_err(meta_error)?;
+        let reporter = pod.clone();
+        let registration = Registration::start(
+            meta.clone(),
+            config.pod_id.clone(),
+            config.advertise.clone(),
+            move || reporter.load_report(),
+        )
+        .await
+        .map_err(meta_error)?;
+        Ok(Membership {
+            meta,
+            registration,
+            id: config.pod_id.clone(),
+        })
+    }
+
+    /// Resolves when someone asks this pod to drain (`sluice pod drain`). If the meta store
+    /// cannot be watched, retries; it never resolves on an error alone.
+    pub async fn drain_requested(&self) {
+        loop {
+            match self.meta.drain_requested(&self.id).await {
+                Ok(()) => return,
+                Err(e) => {
+                    tracing::warn!("watching for a drain request failed: {e}; retrying");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }
+    }
+
+    /// Steps 1–3 of the drain, then waits until the streams are gone or the grace is over.
+    pub async fn drain(&self, pod: &Pod) {
+        tracing::info!(pod = %self.id, "draining: no new streams; asking producers to move");
+        if let Err(e) = self.registration.set_draining().await {
+            tracing::warn!("publishing the draining state failed: {e}");
+        }
+        tokio::time::sleep(ROUTER_CATCH_UP).await;
+        let started = tokio::time::Instant::now();
+        pod.draining.cancel();
+        let deadline = started + pod.drain_grace() + GRACE_MARGIN;
+        while pod.streams.active_streams() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tracing::info!(
+            pod = %self.id,
+            left = pod.streams.active_streams(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "streams moved away"
+        );
+    }
+
+    /// Removes the pod's record at once (revokes its lease).
+    pub async fn leave(&self) {
+        if let Err(e) = self.registration.deregister().await {
+            tracing::warn!("leaving the meta store failed (the lease will expire): {e}");
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! Real cluster components for the cluster tests: an `etcd` process (Debian `etcd-server`,
+//! installed by `scripts/test.sh`) and `sluice router` processes. Pods are `harness::Server`s
+//! started with `--join`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use databricks_zerobus_ingest_sdk::ZerobusSdk;
+
+use crate::harness::{cli_at, free_port, sdk_at, wait_http_ok};
+
+/// A single-member etcd cluster on loopback.
+pub struct Etcd {
+    child: Child,
+    pub join: String,
+}
+
+impl Etcd {
+    /// Starts etcd with its data in `dir`; returns once it answers.
+    pub async fn start(dir: &Path) -> Etcd {
+        let client = free_port();
+        let peer = free_port();
+        std::fs::create_dir_all(dir).expect("etcd dir");
+        let log = dir.join("etcd.log");
+        let file = std::fs::File::create(&log).expect("etcd log");
+        let child = Command::new("etcd")
+            .arg("--name")
+            .arg("it")
+            .arg("--data-dir")
+            .arg(dir.join("data"))
+            .arg("--listen-client-urls")
+            .arg(format!("http://127.0.0.1:{client}"))
+            .arg("--advertise-client-urls")
+            .arg(format!("http://127.0.0.1:{client}"))
+            .arg("--listen-peer-urls")
+            .arg(format!("http://127.0.0.1:{peer}"))
+            .arg("--initial-advertise-peer-urls")
+            .arg(format!("http://127.0.0.1:{peer}"))
+            .arg("--initial-cluster")
+            .arg(format!("it=http://127.0.0.1:{peer}"))
+            .stdout(file.try_clone().expect("log"))
+            .stderr(file)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("start etcd (Debian package etcd-server; scripts/test.sh installs it)");
+        let mut etcd = Etcd {
+            child,
+            join: format!("etcd://127.0.0.1:{client}"),
+        };
+        let health = format!("http://127.0.0.1:{client}/health");
+        wait_http_ok(
+            &health,
+            "etcd",
+            &mut etcd.child,
+            &log,
+            Duration::from_secs(30),
+        )
+        .await;
+        etcd
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A running `sluice router`.
+pub struct Router {
+    child: Child,
+    pub url: String,
+    log: PathBuf,
+}
+
+impl Router {
+    /// Starts a router joined to `join`; returns once a request through it reaches a pod.
+    pub async fn start(dir: &Path, join: &str) -> Router {
+        let port = free_port();
+        std::fs::create_dir_all(dir).expect("router dir");
+        let log = dir.join("router.log");
+        let file = std::fs::File::create(&log).expect("router log");
+        let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["router", "--listen", &format!("127.0.0.1:{port}")])
+            .args(["--join", join])
+            .env("RUST_LOG", "info")
+            .stdout(file.try_clone().expect("log"))
+            .stderr(file)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("spawn sluice router");
+        let mut router = Router {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            log,
+        };
+        let health = format!("{}/healthz", router.url);
+        let log = router.log.clone();
+        wait_http_ok(
+            &health,
+            "sluice router",
+            &mut router.child,
+            &log,
+            Duration::from_secs(30),
+        )
+        .await;
+        router
+    }
+
+    /// The router's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// An official-SDK client pointed at the router for both gRPC and OAuth/catalog.
+    pub fn sdk(&self) -> ZerobusSdk {
+        sdk_at(&self.url)
+    }
+
+    /// Runs the `sluice` CLI against the router.
+    pub fn cli(&self, args: &[&str]) -> std::process::Output {
+        cli_at(&self.url, args)
+    }
+}
+
+impl Drop for Router {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `sluice cluster status --json`, parsed.
+pub fn cluster_status(join: &str) -> Vec<serde_json::Value> {
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["cluster", "status", "--json", "--join", join])
+        .output()
+        .expect("run sluice cluster status");
+    assert!(
+        out.status.success(),
+        "cluster status failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice::<Vec<serde_json::Value>>(&out.stdout).expect("status json")
+}
+
+/// Polls `cluster status` until `pred` holds on the pod list (or panics after `timeout`).
+pub async fn wait_for_pods(
+    join: &str,
+    timeout: Duration,
+    what: &str,
+    pred: impl Fn(&[serde_json::Value]) -> bool,
+) -> Vec<serde_json::Value> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let pods = cluster_status(join);
+        if pred(&pods) {
+            return pods;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for: {what}; pods: {pods:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The `open_streams` a pod last reported (0 if it is not registered).
+pub fn open_streams(pods: &[serde_json::Value], id: &str) -> u64 {
+    pods.iter()
+        .find(|p| p["id"] == id)
+        .and_then(|p| p["load"]["open_streams"].as_u64())
+        .unwrap_or(0)
+}

@@ -1,0 +1,112 @@
+"""Offline validation of deploy/: the kustomize manifests rendered the way kustomize would
+(namespace, labels, image) and every object checked against the Kubernetes OpenAPI schemas
+bundled in the `kubernetes-validate` package (strict: unknown fields fail), plus the
+properties the cluster design relies on (per-pod WAL volume, preStop drain inside the grace
+period, HPA on CPU and on the pods' load score), and the Dockerfile's stages.
+"""
+
+import pathlib
+import re
+
+import kubernetes_validate
+import pytest
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+K8S = ROOT / "deploy" / "k8s"
+KUBERNETES_VERSION = "1.33.0"
+CLUSTER_SCOPED = {"Namespace"}
+
+
+def render():
+    """The objects `kubectl kustomize deploy/k8s` would print (for the features used here)."""
+    kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    allowed = {"apiVersion", "kind", "namespace", "labels", "resources", "images"}
+    assert set(kustomization) <= allowed, f"unhandled kustomize fields: {set(kustomization) - allowed}"
+    images = {i["name"]: f'{i["newName"]}:{i["newTag"]}' for i in kustomization.get("images", [])}
+    labels = {}
+    for entry in kustomization.get("labels", []):
+        labels.update(entry["pairs"])
+    objects = []
+    for resource in kustomization["resources"]:
+        for doc in yaml.safe_load_all((K8S / resource).read_text()):
+            if doc is None:
+                continue
+            meta = doc.setdefault("metadata", {})
+            if doc["kind"] not in CLUSTER_SCOPED:
+                meta["namespace"] = kustomization["namespace"]
+            meta.setdefault("labels", {}).update(labels)
+            spec = doc.get("spec", {}).get("template", {}).get("spec", {})
+            for container in spec.get("containers", []):
+                container["image"] = images.get(container["image"], container["image"])
+            objects.append(doc)
+    return objects
+
+
+OBJECTS = render()
+
+
+def by_kind(kind, name):
+    matches = [o for o in OBJECTS if o["kind"] == kind and o["metadata"]["name"] == name]
+    assert len(matches) == 1, f"{kind}/{name}: {len(matches)} objects"
+    return matches[0]
+
+
+@pytest.mark.parametrize(
+    "obj", OBJECTS, ids=[f'{o["kind"]}/{o["metadata"]["name"]}' for o in OBJECTS]
+)
+def test_every_object_matches_the_kubernetes_schema(obj):
+    kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+
+
+def test_a_bad_object_is_refused_by_the_validator():
+    bad = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "x"},
+           "spec": {"replicas": "three"}}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(bad, KUBERNETES_VERSION, strict=True)
+
+
+def test_each_sluice_pod_has_its_own_wal_volume_and_drains_before_it_stops():
+    sts = by_kind("StatefulSet", "sluice")
+    claims = {c["metadata"]["name"] for c in sts["spec"]["volumeClaimTemplates"]}
+    pod = sts["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert "wal" in claims and mounts["wal"] == "/var/lib/sluice"
+    assert "--data-dir=/var/lib/sluice" in container["args"]
+    pre_stop = container["lifecycle"]["preStop"]["exec"]["command"]
+    assert pre_stop[1:3] == ["pod", "drain"]
+    grace = next(int(a.split("=")[1].rstrip("s")) for a in container["args"] if a.startswith("--drain-grace="))
+    timeout = next(int(a.split("=")[1].rstrip("s")) for a in pre_stop if a.startswith("--timeout="))
+    assert grace < timeout < pod["terminationGracePeriodSeconds"]
+    assert container["image"].startswith("ghcr.io/sluice/sluice:")
+
+
+def test_the_router_and_the_pods_join_the_same_etcd():
+    config = by_kind("ConfigMap", "sluice")["data"]
+    assert config["SLUICE_JOIN"].startswith("etcd://etcd-0.etcd:")
+    for kind, name in [("StatefulSet", "sluice"), ("Deployment", "sluice-router")]:
+        container = by_kind(kind, name)["spec"]["template"]["spec"]["containers"][0]
+        assert {"configMapRef": {"name": "sluice"}} in container["envFrom"]
+    assert by_kind("Deployment", "sluice-router")["spec"]["template"]["spec"]["containers"][0]["args"][0] == "router"
+
+
+def test_the_autoscaler_uses_cpu_and_the_load_score_the_pods_export():
+    hpa = by_kind("HorizontalPodAutoscaler", "sluice")
+    kinds = {m["type"]: m for m in hpa["spec"]["metrics"]}
+    assert kinds["Resource"]["resource"]["name"] == "cpu"
+    metric = kinds["Pods"]["pods"]["metric"]["name"]
+    source = (ROOT / "server" / "src" / "pod.rs").read_text()
+    assert f'"{metric}"' in source, f"no pod exports {metric}"
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "sluice"}
+
+
+def test_the_dockerfile_builds_in_one_stage_and_runs_from_a_slim_one():
+    text = (ROOT / "deploy" / "Dockerfile").read_text()
+    stages = re.findall(r"^FROM\s+(\S+)(?:\s+AS\s+(\S+))?", text, re.MULTILINE)
+    assert len(stages) == 2 and stages[0][1] == "build"
+    assert "COPY --from=build /src/target/release/sluice" in text
+    assert "protobuf-compiler" in text
+    rust = re.search(r"rust:(\d+\.\d+)", stages[0][0]).group(1)
+    wanted = re.search(r'rust-version = "(\d+\.\d+)"', (ROOT / "Cargo.toml").read_text()).group(1)
+    assert tuple(map(int, rust.split("."))) >= tuple(map(int, wanted.split(".")))
