@@ -2,7 +2,9 @@
 # Runs every test of Sluice. On a fresh machine it first installs what the tests
 # need (idempotent: a second run skips what is already there):
 #   - a Python virtualenv (.venv) with the official Python Zerobus SDK,
-#     deltalake, polars and pytest (tests/python/requirements.txt);
+#     deltalake, polars, pytest and moto's S3 server (tests/python/requirements.txt);
+#     the Rust integration tests start their own `moto_server` processes from it
+#     (a real S3-compatible server on loopback, one per test, killed after it);
 # then builds and runs the Rust tests (unit, property and integration tests,
 # the integration tests drive real `sluice` processes with the official Rust
 # SDK) and the Python SDK tests.

@@ -38,9 +38,11 @@ pub struct ServeConfig {
     pub data_dir: PathBuf,
     /// Address for gRPC and HTTP (one port). Default: `127.0.0.1:50051`.
     pub listen: SocketAddr,
-    /// Where Delta tables live: a local path or `file://` URL.
+    /// Where Delta tables live: a local path, `file://` or `s3://bucket/prefix` URL.
     /// Default: `<data-dir>/warehouse`.
     pub warehouse: Option<String>,
+    /// S3 settings for an `s3://` warehouse. Default: none (the `AWS_*` environment).
+    pub s3: crate::warehouse::S3Settings,
     /// A table's memtable is committed at most this long after its first
     /// record arrived. Default: 1 s.
     pub flush_interval: Duration,
@@ -74,6 +76,7 @@ impl ServeConfig {
                 .parse()
                 .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 50051))),
             warehouse: None,
+            s3: crate::warehouse::S3Settings::default(),
             flush_interval: Duration::from_secs(1),
             flush_bytes: 64 << 20,
             auth: AuthMode::OAuth,

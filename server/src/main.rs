@@ -111,9 +111,11 @@ struct ServeArgs {
     /// Address for gRPC and HTTP.
     #[arg(long, default_value = DEFAULT_LISTEN)]
     listen: std::net::SocketAddr,
-    /// Where Delta tables live (path or file:// URL). Default: <data-dir>/warehouse.
+    /// Where Delta tables live (path, file:// or s3://bucket/prefix URL). Default: <data-dir>/warehouse.
     #[arg(long)]
     warehouse: Option<String>,
+    #[command(flatten)]
+    s3: sluice_server::warehouse::S3Settings,
     /// Commit a table at most this long after its first uncommitted record (e.g. 250ms, 1s).
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     flush_interval: Duration,
@@ -230,6 +232,7 @@ async fn main() -> anyhow::Result<()> {
             let mut config = ServeConfig::new(args.data_dir);
             config.listen = args.listen;
             config.warehouse = args.warehouse;
+            config.s3 = args.s3;
             config.flush_interval = args.flush_interval;
             config.flush_bytes = args.flush_bytes;
             config.auth = args.auth;

@@ -124,7 +124,7 @@ async fn create_table(
         )));
     }
     let url = pod.warehouse.table_url(&catalog, &schema_name, &table)?;
-    let existing = deltalake::DeltaTable::try_from_url(url.clone()).await?;
+    let existing = pod.warehouse.open_or_empty(&url).await?;
     if existing.version().is_some() {
         return Err(ServerError::AlreadyExists(format!(
             "a Delta table already exists at {url}; remove it or choose another name"
@@ -142,7 +142,7 @@ async fn create_table(
         table_id: uuid::Uuid::new_v4().to_string(),
         created_at: now_millis(),
     })?;
-    let sink = open_sink(&entry, pod.wal.id(), pod.config.flush_bytes).await?;
+    let sink = open_sink(&pod.warehouse, &entry, pod.wal.id(), pod.config.flush_bytes).await?;
     pod.sinks.insert(Arc::new(sink))?;
     tracing::info!(table = %full_name, location = %url, "table created");
     table_info(&entry)
@@ -214,7 +214,7 @@ async fn delete_table(pod: &Pod, headers: &HeaderMap, full_name: &str) -> Result
     pod.sinks.remove(&entry.full_name)?;
     let url = url::Url::parse(&entry.storage_location)
         .map_err(|e| ServerError::Internal(format!("location: {e}")))?;
-    let table = deltalake::DeltaTable::try_from_url(url.clone()).await?;
+    let table = pod.warehouse.open_or_empty(&url).await?;
     let store = table.object_store();
     let paths: Vec<_> = store
         .list(None)

@@ -284,9 +284,8 @@ async fn commit(
         .map_err(|_| ServerError::Internal(format!("Delta version {committed} exceeds i64")))
 }
 
-/// Opens the Delta table at `url` and reads how far `wal_id` is committed.
-pub async fn open_table(url: &url::Url, wal_id: &str) -> Result<(DeltaTable, Lsn)> {
-    let table = deltalake::open_table(url.clone()).await?;
+/// Reads how far `wal_id` is committed in an opened Delta table.
+pub async fn open_table(table: DeltaTable, wal_id: &str) -> Result<(DeltaTable, Lsn)> {
     let version = table
         .snapshot()?
         .transaction_version(table.log_store().as_ref(), wal_id)

@@ -10,6 +10,7 @@ mod cli_tables;
 mod crash_torture;
 mod doctor;
 mod harness;
+mod moto;
 mod protocol_errors;
 mod raw;
 mod restart;
