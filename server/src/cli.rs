@@ -103,15 +103,23 @@ impl Client {
     }
 
     /// Creates `name` with the columns given as SQL text.
-    pub async fn create_table(&self, name: &str, columns: &str) -> Result<TableInfo> {
+    pub async fn create_table(
+        &self,
+        name: &str,
+        columns: &str,
+        location: Option<&str>,
+    ) -> Result<TableInfo> {
         let schema = TableSchema::parse(columns)
             .map_err(|e| ServerError::InvalidArgument(format!("--columns: {e}")))?;
-        let body = serde_json::json!({
+        let mut body = serde_json::json!({
             "name": name,
             "table_type": "MANAGED",
             "data_source_format": "DELTA",
             "columns": column_infos(&schema)?,
         });
+        if let Some(location) = location {
+            body["storage_location"] = serde_json::json!(location);
+        }
         let v = self
             .send(self.request(reqwest::Method::POST, "").json(&body))
             .await?;

@@ -166,6 +166,10 @@ enum TableCommand {
         /// e.g. "id BIGINT NOT NULL, device STRING, tags ARRAY<STRING>"
         #[arg(long)]
         columns: String,
+        /// Where the Delta table lives (default: under the warehouse); a Delta
+        /// table already there with the same columns is attached, not created.
+        #[arg(long)]
+        location: Option<String>,
     },
     /// List tables.
     List,
@@ -253,8 +257,14 @@ async fn main() -> anyhow::Result<()> {
         Command::Table { conn, command } => {
             let client = sluice_server::cli::Client::connect(&conn.server, &conn.data_dir).await?;
             match command {
-                TableCommand::Create { name, columns } => {
-                    let info = client.create_table(&name, &columns).await?;
+                TableCommand::Create {
+                    name,
+                    columns,
+                    location,
+                } => {
+                    let info = client
+                        .create_table(&name, &columns, location.as_deref())
+                        .await?;
                     println!("created {}", info.full_name);
                     print!("{}", sluice_server::cli::describe_text(&info));
                 }

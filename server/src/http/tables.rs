@@ -1,6 +1,9 @@
 //! Handlers of `/api/2.1/unity-catalog/tables`: create, get, list, delete.
 //! Creating a table creates its Delta table under the warehouse, registers
 //! it in the catalog and starts its sink; deleting removes all three.
+//! A create that names a `storage_location` where a Delta table with the same
+//! columns exists attaches to it instead (another pod writes it too: the
+//! Delta log's put-if-absent commits keep both writers safe).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -31,6 +34,9 @@ pub struct CreateTable {
     schema_name: Option<String>,
     #[serde(default)]
     columns: Vec<ColumnInfo>,
+    /// Where the Delta table lives; default `<warehouse>/<catalog>/<schema>/<table>`.
+    #[serde(default)]
+    storage_location: Option<String>,
 }
 
 fn caller(pod: &Pod, headers: &HeaderMap) -> Result<Caller> {
@@ -123,18 +129,33 @@ async fn create_table(
             "table {full_name} already exists"
         )));
     }
-    let url = pod.warehouse.table_url(&catalog, &schema_name, &table)?;
+    let url = match &body.storage_location {
+        Some(location) => attach_url(pod, location)?,
+        None => pod.warehouse.table_url(&catalog, &schema_name, &table)?,
+    };
+    let fields = delta_fields(&schema.columns)?;
     let existing = pod.warehouse.open_or_empty(&url).await?;
     if existing.version().is_some() {
-        return Err(ServerError::AlreadyExists(format!(
-            "a Delta table already exists at {url}; remove it or choose another name"
-        )));
+        if body.storage_location.is_none() {
+            return Err(ServerError::AlreadyExists(format!(
+                "a Delta table already exists at {url}; remove it, choose another name, \
+                 or name it as storage_location to attach to it"
+            )));
+        }
+        let have: Vec<_> = existing.snapshot()?.schema().fields().cloned().collect();
+        if have != fields {
+            return Err(ServerError::InvalidArgument(format!(
+                "the Delta table at {url} has other columns than the ones asked for"
+            )));
+        }
+        tracing::info!(table = %full_name, location = %url, "attached to an existing Delta table");
+    } else {
+        existing
+            .create()
+            .with_table_name(&table)
+            .with_columns(fields)
+            .await?;
     }
-    existing
-        .create()
-        .with_table_name(&table)
-        .with_columns(delta_fields(&schema.columns)?)
-        .await?;
     let entry = pod.catalog.create_table(TableEntry {
         full_name: full_name.clone(),
         columns: schema.to_sql(),
@@ -146,6 +167,25 @@ async fn create_table(
     pod.sinks.insert(Arc::new(sink))?;
     tracing::info!(table = %full_name, location = %url, "table created");
     table_info(&entry)
+}
+
+/// The URL of an explicit `storage_location`: same scheme as the warehouse
+/// (its storage options must fit), ending with `/`.
+fn attach_url(pod: &Pod, location: &str) -> Result<url::Url> {
+    let with_slash = if location.ends_with('/') {
+        location.to_string()
+    } else {
+        format!("{location}/")
+    };
+    let url = url::Url::parse(&with_slash)
+        .map_err(|e| ServerError::InvalidArgument(format!("storage_location `{location}`: {e}")))?;
+    if url.scheme() != pod.warehouse.root().scheme() {
+        return Err(ServerError::InvalidArgument(format!(
+            "storage_location `{location}` is not on the warehouse's store ({})",
+            pod.warehouse.root().scheme()
+        )));
+    }
+    Ok(url)
 }
 
 /// GET one table.

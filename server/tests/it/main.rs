@@ -9,6 +9,7 @@ mod bad_input;
 mod cli_tables;
 mod crash_torture;
 mod doctor;
+mod exactly_once;
 mod harness;
 mod moto;
 mod protocol_errors;
