@@ -12,6 +12,7 @@ use crate::error::{Result, ServerError};
 use crate::http::{column_infos, TableInfo};
 
 mod admin;
+mod upkeep;
 
 pub use admin::{parse_grant, GrantArgs};
 
@@ -108,6 +109,7 @@ impl Client {
         name: &str,
         columns: &str,
         location: Option<&str>,
+        properties: &[(String, String)],
     ) -> Result<TableInfo> {
         let schema = TableSchema::parse(columns)
             .map_err(|e| ServerError::InvalidArgument(format!("--columns: {e}")))?;
@@ -119,6 +121,13 @@ impl Client {
         });
         if let Some(location) = location {
             body["storage_location"] = serde_json::json!(location);
+        }
+        if !properties.is_empty() {
+            let map: serde_json::Map<String, Value> = properties
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                .collect();
+            body["properties"] = Value::Object(map);
         }
         let v = self
             .send(self.request(reqwest::Method::POST, "").json(&body))

@@ -48,6 +48,8 @@ pub struct ServeConfig {
     pub flush_interval: Duration,
     /// ... or as soon as it holds this many bytes of Arrow data. Default: 64 MiB.
     pub flush_bytes: usize,
+    /// Background checkpoints, compaction and vacuum (see `sink::upkeep`).
+    pub upkeep: crate::sink::upkeep::UpkeepConfig,
     /// Authentication mode. Default: OAuth.
     pub auth: AuthMode,
     /// `ID:SECRET` of the admin principal to create on first start.
@@ -79,6 +81,7 @@ impl ServeConfig {
             s3: crate::warehouse::S3Settings::default(),
             flush_interval: Duration::from_secs(1),
             flush_bytes: 64 << 20,
+            upkeep: crate::sink::upkeep::UpkeepConfig::default(),
             auth: AuthMode::OAuth,
             bootstrap_principal: None,
             token_ttl: Duration::from_secs(3600),
@@ -96,6 +99,16 @@ impl ServeConfig {
         }
         if self.flush_bytes < 1024 {
             return Err(ServerError::Config("--flush-bytes must be >= 1 KiB".into()));
+        }
+        if self.upkeep.interval.is_zero() || self.upkeep.vacuum_interval.is_zero() {
+            return Err(ServerError::Config(
+                "--upkeep-interval and --vacuum-interval must be > 0".into(),
+            ));
+        }
+        if self.upkeep.compact_min_files < 2 {
+            return Err(ServerError::Config(
+                "--compact-min-files must be >= 2".into(),
+            ));
         }
         if self.token_ttl < Duration::from_secs(60) {
             return Err(ServerError::Config("token lifetime must be >= 60 s".into()));

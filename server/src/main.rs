@@ -122,6 +122,16 @@ struct ServeArgs {
     /// ... or once its memtable holds this many bytes.
     #[arg(long, default_value_t = 64 << 20)]
     flush_bytes: usize,
+    /// How often each table's background upkeep (checkpoint, compaction, vacuum) runs.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    upkeep_interval: Duration,
+    /// Compact a table once it has this many files below half its target file size.
+    #[arg(long, default_value_t = 16)]
+    compact_min_files: usize,
+    /// Vacuum each table this often (removed files older than the table's
+    /// delta.deletedFileRetentionDuration, default 7 days).
+    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+    vacuum_interval: Duration,
     /// oauth (default) or none (no authentication; local experiments only).
     #[arg(long, default_value = "oauth", value_parser = parse_auth)]
     auth: AuthMode,
@@ -170,6 +180,9 @@ enum TableCommand {
         /// table already there with the same columns is attached, not created.
         #[arg(long)]
         location: Option<String>,
+        /// Delta table property KEY=VALUE (repeatable), e.g. delta.checkpointInterval=10.
+        #[arg(long = "property", value_parser = parse_property)]
+        properties: Vec<(String, String)>,
     },
     /// List tables.
     List,
@@ -186,6 +199,26 @@ enum TableCommand {
         /// catalog.schema.table
         name: String,
     },
+    /// Compact the table's small files now (runs beside ingest).
+    Optimize {
+        /// catalog.schema.table
+        name: String,
+    },
+    /// Delete files the table removed more than the retention period ago.
+    Vacuum {
+        /// catalog.schema.table
+        name: String,
+        /// e.g. 168h; default the table's delta.deletedFileRetentionDuration (7 days).
+        #[arg(long, value_parser = humantime::parse_duration)]
+        retention: Option<Duration>,
+    },
+}
+
+fn parse_property(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.trim().to_string())),
+        _ => Err("expected KEY=VALUE".into()),
+    }
 }
 
 async fn change_grants(conn: ConnArgs, words: &[String], add: bool) -> anyhow::Result<()> {
@@ -239,6 +272,11 @@ async fn main() -> anyhow::Result<()> {
             config.s3 = args.s3;
             config.flush_interval = args.flush_interval;
             config.flush_bytes = args.flush_bytes;
+            config.upkeep = sluice_server::sink::upkeep::UpkeepConfig {
+                interval: args.upkeep_interval,
+                compact_min_files: args.compact_min_files,
+                vacuum_interval: args.vacuum_interval,
+            };
             config.auth = args.auth;
             config.bootstrap_principal = bootstrap;
             config.token_ttl = args.token_ttl;
@@ -261,9 +299,10 @@ async fn main() -> anyhow::Result<()> {
                     name,
                     columns,
                     location,
+                    properties,
                 } => {
                     let info = client
-                        .create_table(&name, &columns, location.as_deref())
+                        .create_table(&name, &columns, location.as_deref(), &properties)
                         .await?;
                     println!("created {}", info.full_name);
                     print!("{}", sluice_server::cli::describe_text(&info));
@@ -284,6 +323,14 @@ async fn main() -> anyhow::Result<()> {
                 TableCommand::Drop { name } => {
                     client.drop_table(&name).await?;
                     println!("dropped {name}");
+                }
+                TableCommand::Optimize { name } => {
+                    let report = client.optimize_table(&name).await?;
+                    println!("{}", serde_json::to_string_pretty(&report)?);
+                }
+                TableCommand::Vacuum { name, retention } => {
+                    let report = client.vacuum_table(&name, retention).await?;
+                    println!("{}", serde_json::to_string_pretty(&report)?);
                 }
             }
             Ok(())

@@ -88,7 +88,12 @@ impl Pod {
             &config.s3,
         )?;
         let streams = Arc::new(StreamRegistry::default());
-        let sinks = Sinks::new(wal.clone(), config.flush_interval, streams.clone());
+        let sinks = Sinks::new(
+            wal.clone(),
+            config.flush_interval,
+            config.upkeep.clone(),
+            streams.clone(),
+        );
         for entry in catalog.tables()? {
             let sink = open_sink(&warehouse, &entry, wal.id(), config.flush_bytes).await?;
             sinks.insert(Arc::new(sink))?;

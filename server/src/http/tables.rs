@@ -37,6 +37,11 @@ pub struct CreateTable {
     /// Where the Delta table lives; default `<warehouse>/<catalog>/<schema>/<table>`.
     #[serde(default)]
     storage_location: Option<String>,
+    /// Table properties; `delta.*` ones (e.g. `delta.checkpointInterval`,
+    /// `delta.logRetentionDuration`, `delta.targetFileSize`) go to the new
+    /// Delta table's configuration.
+    #[serde(default)]
+    properties: HashMap<String, String>,
 }
 
 fn caller(pod: &Pod, headers: &HeaderMap) -> Result<Caller> {
@@ -46,7 +51,7 @@ fn caller(pod: &Pod, headers: &HeaderMap) -> Result<Caller> {
     pod.auth.verify_bearer(header)
 }
 
-fn admin(pod: &Pod, headers: &HeaderMap) -> Result<Caller> {
+pub(super) fn admin(pod: &Pod, headers: &HeaderMap) -> Result<Caller> {
     let c = caller(pod, headers)?;
     if !c.is_admin() {
         return Err(ServerError::PermissionDenied(
@@ -150,10 +155,16 @@ async fn create_table(
         }
         tracing::info!(table = %full_name, location = %url, "attached to an existing Delta table");
     } else {
+        let configuration = body
+            .properties
+            .iter()
+            .filter(|(k, _)| k.starts_with("delta."))
+            .map(|(k, v)| (k.clone(), Some(v.clone())));
         existing
             .create()
             .with_table_name(&table)
             .with_columns(fields)
+            .with_configuration(configuration)
             .await?;
     }
     let entry = pod.catalog.create_table(TableEntry {

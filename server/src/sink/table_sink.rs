@@ -24,8 +24,6 @@ use std::time::Instant;
 use arrow_array::RecordBatch;
 use deltalake::kernel::transaction::CommitProperties;
 use deltalake::kernel::Transaction;
-use deltalake::parquet::basic::{Compression, ZstdLevel};
-use deltalake::parquet::file::properties::WriterProperties;
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
 use deltalake::DeltaTable;
 use sluice_wal::{Lsn, Reservation, Wal};
@@ -33,9 +31,6 @@ use sluice_zeroparser::TableSchema;
 use tokio::sync::Notify;
 
 use crate::error::{Result, ServerError};
-
-/// Rows per Parquet row group written by a flush.
-const ROW_GROUP_ROWS: usize = 1 << 20;
 
 #[derive(Default)]
 struct Memtable {
@@ -64,6 +59,8 @@ pub struct TableSink {
     /// Woken after every flush attempt (memtable space may be free again).
     drained: Notify,
     flush_bytes: usize,
+    /// Checkpoints, compaction, vacuum (own table handle).
+    pub(crate) upkeep: super::upkeep::Upkeep,
 }
 
 /// What a flush did.
@@ -89,6 +86,7 @@ impl TableSink {
             name,
             schema,
             memtable: Mutex::new(Memtable::default()),
+            upkeep: super::upkeep::Upkeep::new(delta.clone()),
             delta: tokio::sync::Mutex::new(delta),
             committed_lsn: AtomicU64::new(committed_lsn),
             dropped: AtomicBool::new(false),
@@ -296,12 +294,7 @@ async fn commit(
 ) -> Result<i64> {
     let version = i64::try_from(last_lsn)
         .map_err(|_| ServerError::Internal(format!("LSN {last_lsn} exceeds i64")))?;
-    let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(
-            ZstdLevel::try_new(3).map_err(|e| ServerError::Internal(format!("zstd level: {e}")))?,
-        ))
-        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
-        .build();
+    let props = super::file_layout::writer_properties()?;
     let read_version = table.version().unwrap_or(0);
     let mut writer = RecordBatchWriter::for_table(table)?
         .with_writer_properties(props)

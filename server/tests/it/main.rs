@@ -18,3 +18,4 @@ mod restart;
 mod rows;
 mod sdk_end_to_end;
 mod tls;
+mod upkeep;

@@ -136,6 +136,26 @@ impl Moto {
     }
 }
 
+impl Moto {
+    /// Deletes one object (a signed request through `object_store`).
+    pub async fn delete(&self, key: &str) {
+        use object_store::ObjectStoreExt;
+        let store = object_store::aws::AmazonS3Builder::new()
+            .with_bucket_name(BUCKET)
+            .with_endpoint(&self.endpoint)
+            .with_region("us-east-1")
+            .with_access_key_id("testing")
+            .with_secret_access_key("testing")
+            .with_allow_http(true)
+            .build()
+            .expect("s3 client");
+        store
+            .delete(&object_store::path::Path::from(key))
+            .await
+            .unwrap_or_else(|e| panic!("deleting {key}: {e}"));
+    }
+}
+
 impl Drop for Moto {
     fn drop(&mut self) {
         let _ = self.child.kill();
