@@ -183,6 +183,9 @@ enum TableCommand {
         /// Delta table property KEY=VALUE (repeatable), e.g. delta.checkpointInterval=10.
         #[arg(long = "property", value_parser = parse_property)]
         properties: Vec<(String, String)>,
+        /// Add the system columns _sluice_stream_id, _sluice_offset, _sluice_ingested_at.
+        #[arg(long)]
+        system_columns: bool,
     },
     /// List tables.
     List,
@@ -299,8 +302,15 @@ async fn main() -> anyhow::Result<()> {
                     name,
                     columns,
                     location,
-                    properties,
+                    mut properties,
+                    system_columns,
                 } => {
+                    if system_columns {
+                        properties.push((
+                            sluice_server::sink::system_columns::PROPERTY.to_string(),
+                            "true".to_string(),
+                        ));
+                    }
                     let info = client
                         .create_table(&name, &columns, location.as_deref(), &properties)
                         .await?;

@@ -157,6 +157,7 @@ pub async fn open_sink(
         delta,
         committed,
         flush_bytes,
+        entry.system_columns,
     ))
 }
 

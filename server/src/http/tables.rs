@@ -22,7 +22,7 @@ use crate::auth::Caller;
 use crate::catalog::{now_millis, TableEntry};
 use crate::error::{Result, ServerError};
 use crate::pod::{open_sink, Pod};
-use crate::sink::delta_fields;
+use crate::sink::{delta_fields, system_columns};
 
 /// Body of a create request (UC `CreateTable`).
 #[derive(Deserialize)]
@@ -138,7 +138,14 @@ async fn create_table(
         Some(location) => attach_url(pod, location)?,
         None => pod.warehouse.table_url(&catalog, &schema_name, &table)?,
     };
-    let fields = delta_fields(&schema.columns)?;
+    let system_columns = body
+        .properties
+        .get(system_columns::PROPERTY)
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    let mut fields = delta_fields(&schema.columns)?;
+    if system_columns {
+        fields.extend(system_columns::delta_fields());
+    }
     let existing = pod.warehouse.open_or_empty(&url).await?;
     if existing.version().is_some() {
         if body.storage_location.is_none() {
@@ -173,6 +180,7 @@ async fn create_table(
         storage_location: url.to_string(),
         table_id: uuid::Uuid::new_v4().to_string(),
         created_at: now_millis(),
+        system_columns,
     })?;
     let sink = open_sink(&pod.warehouse, &entry, pod.wal.id(), pod.config.flush_bytes).await?;
     pod.sinks.insert(Arc::new(sink))?;

@@ -316,6 +316,11 @@ impl<'p> StreamState<'p> {
             } else {
                 batch
             };
+            let batch = self.opened.sink.with_system_columns(
+                batch,
+                self.opened.key,
+                records.iter().map(|(offset, _)| *offset),
+            )?;
             let record_bytes: usize = records.iter().map(|(_, r)| r.len()).sum();
             metrics::counter!("sluice_ingest_records_total").increment(records.len() as u64);
             metrics::counter!("sluice_ingest_bytes_total").increment(record_bytes as u64);

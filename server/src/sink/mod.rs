@@ -10,6 +10,7 @@
 
 mod delta_schema;
 pub mod file_layout;
+pub mod system_columns;
 mod table_sink;
 pub mod upkeep;
 

@@ -59,6 +59,8 @@ pub struct TableSink {
     /// Woken after every flush attempt (memtable space may be free again).
     drained: Notify,
     flush_bytes: usize,
+    /// Whether rows carry the `_sluice_*` system columns.
+    system_columns: bool,
     /// Checkpoints, compaction, vacuum (own table handle).
     pub(crate) upkeep: super::upkeep::Upkeep,
 }
@@ -81,8 +83,10 @@ impl TableSink {
         delta: DeltaTable,
         committed_lsn: Lsn,
         flush_bytes: usize,
+        system_columns: bool,
     ) -> TableSink {
         TableSink {
+            system_columns,
             name,
             schema,
             memtable: Mutex::new(Memtable::default()),
@@ -104,6 +108,25 @@ impl TableSink {
     /// The table schema.
     pub fn schema(&self) -> &TableSchema {
         &self.schema
+    }
+
+    /// Adds the system columns to a batch of a stream's rows if this table
+    /// has them (`offsets`: the offset of each row's record, in row order).
+    pub fn with_system_columns(
+        &self,
+        batch: RecordBatch,
+        stream_key: u64,
+        offsets: impl Iterator<Item = i64>,
+    ) -> Result<RecordBatch> {
+        if !self.system_columns {
+            return Ok(batch);
+        }
+        super::system_columns::extend(
+            batch,
+            &super::system_columns::stream_id(stream_key),
+            offsets,
+            super::system_columns::now_micros(),
+        )
     }
 
     /// WAL position up to which this table's frames are in Delta.

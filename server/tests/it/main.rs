@@ -17,5 +17,6 @@ mod raw;
 mod restart;
 mod rows;
 mod sdk_end_to_end;
+mod system_columns;
 mod tls;
 mod upkeep;
