@@ -13,8 +13,7 @@
 //! `--flush-interval 1s`, `--max-inflight N` per stream (default 1000).
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,11 +23,10 @@ use databricks_zerobus_ingest_sdk::{AckCallback, OffsetId, ProtoBytes, ZerobusSd
 use prost::Message;
 use prost_types::field_descriptor_proto::{Label, Type};
 use prost_types::{DescriptorProto, FieldDescriptorProto};
+use sluice_bench::server::{Server, CLIENT_ID, CLIENT_SECRET};
 use sluice_bench::stats::Samples;
 use sluice_bench::table::Table;
 
-const CLIENT_ID: &str = "bench-admin";
-const CLIENT_SECRET: &str = "bench-admin-secret-0123456789";
 /// Stream `s` uses ids `s * ID_STRIDE + offset`.
 const ID_STRIDE: i64 = 1_000_000_000;
 const TARGET_RECORD_BYTES: usize = 200;
@@ -125,98 +123,6 @@ fn parse_options() -> Result<Options> {
     Ok(o)
 }
 
-struct Server {
-    child: Child,
-    url: String,
-}
-
-impl Server {
-    fn start(binary: &Path, data_dir: &Path, flush_interval: &str) -> Result<Server> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
-        let log = std::fs::File::create(data_dir.join("server.log"))?;
-        let child = Command::new(binary)
-            .args(["serve", "--data-dir"])
-            .arg(data_dir)
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .args(["--flush-interval", flush_interval])
-            .args([
-                "--bootstrap-principal",
-                &format!("{CLIENT_ID}:{CLIENT_SECRET}"),
-            ])
-            .env("RUST_LOG", "warn")
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .stdin(Stdio::null())
-            .spawn()
-            .with_context(|| format!("starting {}", binary.display()))?;
-        Ok(Server {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-        })
-    }
-
-    async fn wait_ready(&self) -> Result<()> {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline {
-            if let Ok(r) = reqwest::get(format!("{}/healthz", self.url)).await {
-                if r.status().is_success() {
-                    return Ok(());
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        bail!("server did not become healthy")
-    }
-
-    async fn token(&self) -> Result<String> {
-        let v: serde_json::Value = reqwest::Client::new()
-            .post(format!("{}/oidc/v1/token", self.url))
-            .basic_auth(CLIENT_ID, Some(CLIENT_SECRET))
-            .form(&[("grant_type", "client_credentials")])
-            .send()
-            .await?
-            .json()
-            .await?;
-        Ok(v["access_token"].as_str().context("no token")?.to_string())
-    }
-
-    /// Creates a table; returns its storage location.
-    async fn create_table(&self, name: &str) -> Result<String> {
-        let columns = serde_json::json!([
-            {"name": "id", "type_text": "bigint", "nullable": false},
-            {"name": "device", "type_text": "string"},
-            {"name": "ts", "type_text": "timestamp"},
-            {"name": "temp", "type_text": "double"},
-            {"name": "humidity", "type_text": "double"},
-            {"name": "payload", "type_text": "string"},
-        ]);
-        let resp = reqwest::Client::new()
-            .post(format!("{}/api/2.1/unity-catalog/tables", self.url))
-            .bearer_auth(self.token().await?)
-            .json(&serde_json::json!({"name": name, "columns": columns}))
-            .send()
-            .await?;
-        let status = resp.status();
-        let v: serde_json::Value = resp.json().await?;
-        if !status.is_success() {
-            bail!("create table: {status} {v}");
-        }
-        Ok(v["storage_location"]
-            .as_str()
-            .context("location")?
-            .to_string())
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Per-stream timestamps (ns since the run's start; 0 = not yet).
 struct Timeline {
     start: Instant,
@@ -269,10 +175,18 @@ async fn run_scenario(opts: &Options, streams: usize) -> Result<ScenarioResult> 
     ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
-    let server = Server::start(&opts.sluice, &dir, &opts.flush_interval)?;
+    let server = Server::start(&opts.sluice, &dir, &opts.flush_interval, &[])?;
     server.wait_ready().await?;
     let table = format!("bench.trunk.s{streams}");
-    let location = server.create_table(&table).await?;
+    let columns = serde_json::json!([
+        {"name": "id", "type_text": "bigint", "nullable": false},
+        {"name": "device", "type_text": "string"},
+        {"name": "ts", "type_text": "timestamp"},
+        {"name": "temp", "type_text": "double"},
+        {"name": "humidity", "type_text": "double"},
+        {"name": "payload", "type_text": "string"},
+    ]);
+    let location = server.create_table(&table, columns).await?;
 
     let sdk = Arc::new(
         ZerobusSdk::builder()
@@ -294,9 +208,9 @@ async fn run_scenario(opts: &Options, streams: usize) -> Result<ScenarioResult> 
     let deadline = start + Duration::from_secs(opts.seconds);
     let pad = Arc::new(padding());
     let mut tasks = Vec::new();
-    for s in 0..streams {
+    for (s, timeline) in timelines.iter().enumerate() {
         let sdk = sdk.clone();
-        let timeline = timelines[s].clone();
+        let timeline = timeline.clone();
         let table = table.clone();
         let pad = pad.clone();
         let max_inflight = opts.max_inflight;
