@@ -34,19 +34,7 @@ async fn given_s3_warehouse_when_pod_is_killed_twice_then_acked_records_land_exa
         .create_table_at(table, "id BIGINT NOT NULL, note STRING")
         .await;
     let n = 3_000;
-    {
-        let stream = server.json_stream(table).await;
-        for i in 0..n {
-            let rec = serde_json::json!({"id": i, "note": format!("n{i}")}).to_string();
-            stream
-                .ingest_record_offset(JsonString(rec))
-                .await
-                .expect("ingest");
-        }
-        stream.flush().await.expect("every record acked");
-        server.kill();
-        drop(stream);
-    }
+    server.push_notes_then_kill(table, n).await;
     let before = python_read(&location, &moto.storage_options());
     assert_eq!(
         before.summary["rows"], 0,

@@ -19,20 +19,8 @@ async fn acked_records_survive_sigkill_and_replay_never_duplicates() {
         .await;
 
     let n = 5_000;
-    {
-        let stream = server.json_stream(table).await;
-        for i in 0..n {
-            let rec = serde_json::json!({"id": i, "note": format!("n{i}")}).to_string();
-            stream
-                .ingest_record_offset(JsonString(rec))
-                .await
-                .expect("ingest");
-        }
-        stream.flush().await.expect("every record acked");
-        // No close: the server dies under the open stream.
-        server.kill();
-        drop(stream);
-    }
+    // No close: the server dies under the open stream.
+    server.push_notes_then_kill(table, n).await;
     assert_eq!(
         delta_row_count(&location).await,
         0,
