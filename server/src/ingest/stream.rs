@@ -310,6 +310,10 @@ impl<'p> StreamState<'p> {
             }
         }
         let batch = self.builder.finish();
+        // A batch request that failed part-way left its leading records in
+        // `records`; they are not acked and must not reach the WAL, or a
+        // replay would commit them. One row per record of the valid requests.
+        records.truncate(rows_ok);
         if let Some(last_offset) = last_ok {
             let batch = if batch.num_rows() > rows_ok {
                 batch.slice(0, rows_ok)
