@@ -13,6 +13,18 @@ pub const CLIENT_ID: &str = "bench-admin";
 /// Its secret.
 pub const CLIENT_SECRET: &str = "bench-admin-secret-0123456789";
 
+/// UC columns of the telemetry table the end-to-end benchmarks write.
+pub fn telemetry_columns() -> serde_json::Value {
+    serde_json::json!([
+        {"name": "id", "type_text": "bigint", "nullable": false},
+        {"name": "device", "type_text": "string"},
+        {"name": "ts", "type_text": "timestamp"},
+        {"name": "temp", "type_text": "double"},
+        {"name": "humidity", "type_text": "double"},
+        {"name": "payload", "type_text": "string"},
+    ])
+}
+
 /// A running `sluice serve`.
 pub struct Server {
     child: Child,

@@ -178,15 +178,9 @@ async fn run_scenario(opts: &Options, streams: usize) -> Result<ScenarioResult> 
     let server = Server::start(&opts.sluice, &dir, &opts.flush_interval, &[])?;
     server.wait_ready().await?;
     let table = format!("bench.trunk.s{streams}");
-    let columns = serde_json::json!([
-        {"name": "id", "type_text": "bigint", "nullable": false},
-        {"name": "device", "type_text": "string"},
-        {"name": "ts", "type_text": "timestamp"},
-        {"name": "temp", "type_text": "double"},
-        {"name": "humidity", "type_text": "double"},
-        {"name": "payload", "type_text": "string"},
-    ]);
-    let location = server.create_table(&table, columns).await?;
+    let location = server
+        .create_table(&table, sluice_bench::server::telemetry_columns())
+        .await?;
 
     let sdk = Arc::new(
         ZerobusSdk::builder()

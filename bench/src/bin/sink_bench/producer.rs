@@ -9,17 +9,7 @@ use anyhow::Result;
 use databricks_zerobus_ingest_sdk::{AckCallback, JsonString, OffsetId, ZerobusSdk};
 use sluice_bench::server::{Server, CLIENT_ID, CLIENT_SECRET};
 
-/// UC columns of the benchmark table.
-pub fn columns() -> serde_json::Value {
-    serde_json::json!([
-        {"name": "id", "type_text": "bigint", "nullable": false},
-        {"name": "device", "type_text": "string"},
-        {"name": "ts", "type_text": "timestamp"},
-        {"name": "temp", "type_text": "double"},
-        {"name": "humidity", "type_text": "double"},
-        {"name": "payload", "type_text": "string"},
-    ])
-}
+pub use sluice_bench::server::telemetry_columns as columns;
 
 /// Record `id` as JSON text (~200 bytes).
 pub fn record(id: i64) -> String {
