@@ -4,7 +4,9 @@
 #   - Debian packages: protobuf-compiler (`protoc`, for the etcd-client crate's build
 #     script) and etcd-server (the real etcd the cluster tests start);
 #   - a Python virtualenv (.venv) with the official Python Zerobus SDK,
-#     deltalake, polars and pytest (tests/python/requirements.txt);
+#     deltalake, polars, pytest and moto's S3 server (tests/python/requirements.txt);
+#     the Rust integration tests start their own `moto_server` processes from it
+#     (a real S3-compatible server on loopback, one per test, killed after it);
 # then builds and runs the Rust tests (unit, property and integration tests,
 # the integration tests drive real `sluice` processes with the official Rust
 # SDK) and the Python SDK tests.

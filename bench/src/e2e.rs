@@ -182,16 +182,21 @@ pub async fn token(base: &str) -> Result<String> {
     Ok(v["access_token"].as_str().context("no token")?.to_string())
 }
 
-/// Creates the telemetry table `name` through the tables API at `base`; returns its location.
-pub async fn create_table(base: &str, name: &str) -> Result<String> {
-    let columns = serde_json::json!([
+/// UC columns of the telemetry table the end-to-end benchmarks write.
+pub fn telemetry_columns() -> serde_json::Value {
+    serde_json::json!([
         {"name": "id", "type_text": "bigint", "nullable": false},
         {"name": "device", "type_text": "string"},
         {"name": "ts", "type_text": "timestamp"},
         {"name": "temp", "type_text": "double"},
         {"name": "humidity", "type_text": "double"},
         {"name": "payload", "type_text": "string"},
-    ]);
+    ])
+}
+
+/// Creates the telemetry table `name` through the tables API at `base`; returns its location.
+pub async fn create_table(base: &str, name: &str) -> Result<String> {
+    let columns = telemetry_columns();
     let resp = reqwest::Client::new()
         .post(format!("{base}/api/2.1/unity-catalog/tables"))
         .bearer_auth(token(base).await?)

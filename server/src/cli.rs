@@ -14,6 +14,7 @@ use crate::http::{column_infos, TableInfo};
 mod admin;
 pub mod cluster;
 pub mod cluster_up;
+mod upkeep;
 
 pub use admin::{parse_grant, GrantArgs};
 
@@ -105,15 +106,31 @@ impl Client {
     }
 
     /// Creates `name` with the columns given as SQL text.
-    pub async fn create_table(&self, name: &str, columns: &str) -> Result<TableInfo> {
+    pub async fn create_table(
+        &self,
+        name: &str,
+        columns: &str,
+        location: Option<&str>,
+        properties: &[(String, String)],
+    ) -> Result<TableInfo> {
         let schema = TableSchema::parse(columns)
             .map_err(|e| ServerError::InvalidArgument(format!("--columns: {e}")))?;
-        let body = serde_json::json!({
+        let mut body = serde_json::json!({
             "name": name,
             "table_type": "MANAGED",
             "data_source_format": "DELTA",
             "columns": column_infos(&schema)?,
         });
+        if let Some(location) = location {
+            body["storage_location"] = serde_json::json!(location);
+        }
+        if !properties.is_empty() {
+            let map: serde_json::Map<String, Value> = properties
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                .collect();
+            body["properties"] = Value::Object(map);
+        }
         let v = self
             .send(self.request(reqwest::Method::POST, "").json(&body))
             .await?;

@@ -38,14 +38,18 @@ pub struct ServeConfig {
     pub data_dir: PathBuf,
     /// Address for gRPC and HTTP (one port). Default: `127.0.0.1:50051`.
     pub listen: SocketAddr,
-    /// Where Delta tables live: a local path or `file://` URL.
+    /// Where Delta tables live: a local path, `file://` or `s3://bucket/prefix` URL.
     /// Default: `<data-dir>/warehouse`.
     pub warehouse: Option<String>,
+    /// S3 settings for an `s3://` warehouse. Default: none (the `AWS_*` environment).
+    pub s3: crate::warehouse::S3Settings,
     /// A table's memtable is committed at most this long after its first
     /// record arrived. Default: 1 s.
     pub flush_interval: Duration,
     /// ... or as soon as it holds this many bytes of Arrow data. Default: 64 MiB.
     pub flush_bytes: usize,
+    /// Background checkpoints, compaction and vacuum (see `sink::upkeep`).
+    pub upkeep: crate::sink::upkeep::UpkeepConfig,
     /// Authentication mode. Default: OAuth.
     pub auth: AuthMode,
     /// `ID:SECRET` of the admin principal to create on first start.
@@ -95,8 +99,10 @@ impl ServeConfig {
                 .parse()
                 .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 50051))),
             warehouse: None,
+            s3: crate::warehouse::S3Settings::default(),
             flush_interval: Duration::from_secs(1),
             flush_bytes: 64 << 20,
+            upkeep: crate::sink::upkeep::UpkeepConfig::default(),
             auth: AuthMode::OAuth,
             bootstrap_principal: None,
             token_ttl: Duration::from_secs(3600),
@@ -116,6 +122,16 @@ impl ServeConfig {
         }
         if self.flush_bytes < 1024 {
             return Err(ServerError::Config("--flush-bytes must be >= 1 KiB".into()));
+        }
+        if self.upkeep.interval.is_zero() || self.upkeep.vacuum_interval.is_zero() {
+            return Err(ServerError::Config(
+                "--upkeep-interval and --vacuum-interval must be > 0".into(),
+            ));
+        }
+        if self.upkeep.compact_min_files < 2 {
+            return Err(ServerError::Config(
+                "--compact-min-files must be >= 2".into(),
+            ));
         }
         if self.token_ttl < Duration::from_secs(60) {
             return Err(ServerError::Config("token lifetime must be >= 60 s".into()));

@@ -168,9 +168,11 @@ struct ServeArgs {
     /// Address for gRPC and HTTP.
     #[arg(long, default_value = DEFAULT_LISTEN)]
     listen: std::net::SocketAddr,
-    /// Where Delta tables live (path or file:// URL). Default: <data-dir>/warehouse.
+    /// Where Delta tables live (path, file:// or s3://bucket/prefix URL). Default: <data-dir>/warehouse.
     #[arg(long)]
     warehouse: Option<String>,
+    #[command(flatten)]
+    s3: sluice_server::warehouse::S3Settings,
     /// Commit a table at most this long after its first uncommitted record (e.g. 250ms, 1s).
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     flush_interval: Duration,
@@ -181,6 +183,16 @@ struct ServeArgs {
     /// segment of its own).
     #[arg(long, default_value_t = 64 << 20)]
     wal_segment_bytes: u64,
+    /// How often each table's background upkeep (checkpoint, compaction, vacuum) runs.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    upkeep_interval: Duration,
+    /// Compact a table once it has this many files below half its target file size.
+    #[arg(long, default_value_t = 16)]
+    compact_min_files: usize,
+    /// Vacuum each table this often (removed files older than the table's
+    /// delta.deletedFileRetentionDuration, default 7 days).
+    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+    vacuum_interval: Duration,
     /// oauth (default) or none (no authentication; local experiments only).
     #[arg(long, default_value = "oauth", value_parser = parse_auth)]
     auth: AuthMode,
@@ -271,6 +283,16 @@ enum TableCommand {
         /// e.g. "id BIGINT NOT NULL, device STRING, tags ARRAY<STRING>"
         #[arg(long)]
         columns: String,
+        /// Where the Delta table lives (default: under the warehouse); a Delta
+        /// table already there with the same columns is attached, not created.
+        #[arg(long)]
+        location: Option<String>,
+        /// Delta table property KEY=VALUE (repeatable), e.g. delta.checkpointInterval=10.
+        #[arg(long = "property", value_parser = parse_property)]
+        properties: Vec<(String, String)>,
+        /// Add the system columns _sluice_stream_id, _sluice_offset, _sluice_ingested_at.
+        #[arg(long)]
+        system_columns: bool,
     },
     /// List tables.
     List,
@@ -287,6 +309,26 @@ enum TableCommand {
         /// catalog.schema.table
         name: String,
     },
+    /// Compact the table's small files now (runs beside ingest).
+    Optimize {
+        /// catalog.schema.table
+        name: String,
+    },
+    /// Delete files the table removed more than the retention period ago.
+    Vacuum {
+        /// catalog.schema.table
+        name: String,
+        /// e.g. 168h; default the table's delta.deletedFileRetentionDuration (7 days).
+        #[arg(long, value_parser = humantime::parse_duration)]
+        retention: Option<Duration>,
+    },
+}
+
+fn parse_property(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.trim().to_string())),
+        _ => Err("expected KEY=VALUE".into()),
+    }
 }
 
 async fn change_grants(conn: ConnArgs, words: &[String], add: bool) -> anyhow::Result<()> {
@@ -339,9 +381,15 @@ async fn main() -> anyhow::Result<()> {
             config.cluster = cluster;
             config.listen = args.listen;
             config.warehouse = args.warehouse;
+            config.s3 = args.s3;
             config.flush_interval = args.flush_interval;
             config.flush_bytes = args.flush_bytes;
             config.wal_segment_bytes = args.wal_segment_bytes;
+            config.upkeep = sluice_server::sink::upkeep::UpkeepConfig {
+                interval: args.upkeep_interval,
+                compact_min_files: args.compact_min_files,
+                vacuum_interval: args.vacuum_interval,
+            };
             config.auth = args.auth;
             config.bootstrap_principal = bootstrap;
             config.token_ttl = args.token_ttl;
@@ -360,8 +408,22 @@ async fn main() -> anyhow::Result<()> {
         Command::Table { conn, command } => {
             let client = sluice_server::cli::Client::connect(&conn.server, &conn.data_dir).await?;
             match command {
-                TableCommand::Create { name, columns } => {
-                    let info = client.create_table(&name, &columns).await?;
+                TableCommand::Create {
+                    name,
+                    columns,
+                    location,
+                    mut properties,
+                    system_columns,
+                } => {
+                    if system_columns {
+                        properties.push((
+                            sluice_server::sink::system_columns::PROPERTY.to_string(),
+                            "true".to_string(),
+                        ));
+                    }
+                    let info = client
+                        .create_table(&name, &columns, location.as_deref(), &properties)
+                        .await?;
                     println!("created {}", info.full_name);
                     print!("{}", sluice_server::cli::describe_text(&info));
                 }
@@ -381,6 +443,14 @@ async fn main() -> anyhow::Result<()> {
                 TableCommand::Drop { name } => {
                     client.drop_table(&name).await?;
                     println!("dropped {name}");
+                }
+                TableCommand::Optimize { name } => {
+                    let report = client.optimize_table(&name).await?;
+                    println!("{}", serde_json::to_string_pretty(&report)?);
+                }
+                TableCommand::Vacuum { name, retention } => {
+                    let report = client.vacuum_table(&name, retention).await?;
+                    println!("{}", serde_json::to_string_pretty(&report)?);
                 }
             }
             Ok(())

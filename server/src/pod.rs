@@ -102,11 +102,17 @@ impl Pod {
         let warehouse = Warehouse::parse(
             config.warehouse.as_deref(),
             &config.data_dir.join("warehouse"),
+            &config.s3,
         )?;
         let streams = Arc::new(StreamRegistry::default());
-        let sinks = Sinks::new(wal.clone(), config.flush_interval, streams.clone());
+        let sinks = Sinks::new(
+            wal.clone(),
+            config.flush_interval,
+            config.upkeep.clone(),
+            streams.clone(),
+        );
         for entry in catalog.tables()? {
-            let sink = open_sink(&entry, wal.id(), config.flush_bytes).await?;
+            let sink = open_sink(&warehouse, &entry, wal.id(), config.flush_bytes).await?;
             sinks.insert(Arc::new(sink))?;
         }
         let pod = Arc::new(Pod {
@@ -206,7 +212,15 @@ impl Pod {
         if let Some(sink) = self.sinks.get(table) {
             return Ok(Some(sink));
         }
-        let sink = Arc::new(open_sink(&entry, self.wal.id(), self.config.flush_bytes).await?);
+        let sink = Arc::new(
+            open_sink(
+                &self.warehouse,
+                &entry,
+                self.wal.id(),
+                self.config.flush_bytes,
+            )
+            .await?,
+        );
         self.sinks.insert(sink.clone())?;
         tracing::info!(table = %entry.full_name, "opened the sink of a table created elsewhere");
         Ok(Some(sink))
@@ -214,16 +228,22 @@ impl Pod {
 }
 
 /// Opens the Delta table of a catalog entry as a sink.
-pub async fn open_sink(entry: &TableEntry, wal_id: &str, flush_bytes: usize) -> Result<TableSink> {
+pub async fn open_sink(
+    warehouse: &Warehouse,
+    entry: &TableEntry,
+    wal_id: &str,
+    flush_bytes: usize,
+) -> Result<TableSink> {
     let url = url::Url::parse(&entry.storage_location)
         .map_err(|e| ServerError::Internal(format!("bad location of {}: {e}", entry.full_name)))?;
-    let (delta, committed) = open_table(&url, wal_id).await?;
+    let (delta, committed) = open_table(warehouse.open(&url).await?, wal_id).await?;
     Ok(TableSink::new(
         entry.full_name.clone(),
         entry.schema()?,
         delta,
         committed,
         flush_bytes,
+        entry.system_columns,
     ))
 }
 

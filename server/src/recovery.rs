@@ -89,6 +89,7 @@ pub fn replay(pod: &Pod) -> Result<ReplayReport> {
         let builder = builders
             .entry(sink.name().to_string())
             .or_insert_with(|| RecordBatchBuilder::new(sink.schema()));
+        let mut offsets = Vec::with_capacity(records.records.len());
         for (offset, record) in &records.records {
             let result = match (stream.open.format, plan.as_ref()) {
                 (RecordFormat::Proto, Some(plan)) => builder.append_proto(plan, record),
@@ -98,11 +99,15 @@ pub fn replay(pod: &Pod) -> Result<ReplayReport> {
                 },
                 (RecordFormat::Proto, None) => continue,
             };
-            if let Err(e) = result {
-                tracing::error!(table = sink.name(), offset, "replay: record rejected: {e}");
+            match result {
+                Ok(()) => offsets.push(*offset),
+                Err(e) => {
+                    tracing::error!(table = sink.name(), offset, "replay: record rejected: {e}")
+                }
             }
         }
-        let batch = builder.finish();
+        let batch =
+            sink.with_system_columns(builder.finish(), records.stream_key, offsets.into_iter())?;
         report.rows += batch.num_rows();
         report.frames += 1;
         sink.append_replayed(batch, frame.end_lsn)?;

@@ -135,9 +135,9 @@ async fn run_scenario(opts: &Options, streams: usize) -> Result<ScenarioResult> 
     let deadline = start + Duration::from_secs(opts.seconds);
     let pad = Arc::new(padding());
     let mut tasks = Vec::new();
-    for s in 0..streams {
+    for (s, timeline) in timelines.iter().enumerate() {
         let sdk = sdk.clone();
-        let timeline = timelines[s].clone();
+        let timeline = timeline.clone();
         let table = table.clone();
         let pad = pad.clone();
         let max_inflight = opts.max_inflight;

@@ -41,6 +41,7 @@ fn auth_cost() {
             storage_location: "file:///tmp/x".into(),
             table_id: "t".into(),
             created_at: 0,
+            system_columns: false,
         })
         .expect("table");
     catalog

@@ -45,6 +45,9 @@ pub struct TableEntry {
     pub table_id: String,
     /// Creation time, milliseconds since the epoch.
     pub created_at: i64,
+    /// Whether rows carry the `_sluice_*` system columns.
+    #[serde(default)]
+    pub system_columns: bool,
 }
 
 impl TableEntry {

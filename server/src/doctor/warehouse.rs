@@ -42,8 +42,12 @@ pub(super) async fn checks(opts: &DoctorOptions) -> Vec<Check> {
 }
 
 fn open(opts: &DoctorOptions) -> Result<(Arc<dyn ObjectStore>, PathBuf), String> {
-    let warehouse = Warehouse::parse(opts.warehouse.as_deref(), &opts.data_dir.join("warehouse"))
-        .map_err(|e| e.to_string())?;
+    let warehouse = Warehouse::parse(
+        opts.warehouse.as_deref(),
+        &opts.data_dir.join("warehouse"),
+        &crate::warehouse::S3Settings::default(),
+    )
+    .map_err(|e| e.to_string())?;
     let root = warehouse
         .root()
         .to_file_path()

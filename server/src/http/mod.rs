@@ -5,6 +5,7 @@ mod grants;
 mod principals;
 mod tables;
 mod uc;
+mod upkeep;
 
 pub use grants::{PermissionChange, PermissionsUpdate};
 pub use principals::{CreatedPrincipal, PrincipalInfo};
@@ -47,6 +48,14 @@ pub fn router(pod: Arc<Pod>) -> Router {
             delete(principals::delete),
         )
         .route("/api/sluice/v1/keys/rotate", post(principals::rotate_keys))
+        .route(
+            "/api/sluice/v1/tables/{full_name}/optimize",
+            post(upkeep::optimize),
+        )
+        .route(
+            "/api/sluice/v1/tables/{full_name}/vacuum",
+            post(upkeep::vacuum),
+        )
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))

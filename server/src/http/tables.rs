@@ -1,6 +1,9 @@
 //! Handlers of `/api/2.1/unity-catalog/tables`: create, get, list, delete.
 //! Creating a table creates its Delta table under the warehouse, registers
 //! it in the catalog and starts its sink; deleting removes all three.
+//! A create that names a `storage_location` where a Delta table with the same
+//! columns exists attaches to it instead (another pod writes it too: the
+//! Delta log's put-if-absent commits keep both writers safe).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,7 +22,7 @@ use crate::auth::Caller;
 use crate::catalog::{now_millis, TableEntry};
 use crate::error::{Result, ServerError};
 use crate::pod::{open_sink, Pod};
-use crate::sink::delta_fields;
+use crate::sink::{delta_fields, system_columns};
 
 /// Body of a create request (UC `CreateTable`).
 #[derive(Deserialize)]
@@ -31,6 +34,14 @@ pub struct CreateTable {
     schema_name: Option<String>,
     #[serde(default)]
     columns: Vec<ColumnInfo>,
+    /// Where the Delta table lives; default `<warehouse>/<catalog>/<schema>/<table>`.
+    #[serde(default)]
+    storage_location: Option<String>,
+    /// Table properties; `delta.*` ones (e.g. `delta.checkpointInterval`,
+    /// `delta.logRetentionDuration`, `delta.targetFileSize`) go to the new
+    /// Delta table's configuration.
+    #[serde(default)]
+    properties: HashMap<String, String>,
 }
 
 fn caller(pod: &Pod, headers: &HeaderMap) -> Result<Caller> {
@@ -40,7 +51,7 @@ fn caller(pod: &Pod, headers: &HeaderMap) -> Result<Caller> {
     pod.auth.verify_bearer(header)
 }
 
-fn admin(pod: &Pod, headers: &HeaderMap) -> Result<Caller> {
+pub(super) fn admin(pod: &Pod, headers: &HeaderMap) -> Result<Caller> {
     let c = caller(pod, headers)?;
     if !c.is_admin() {
         return Err(ServerError::PermissionDenied(
@@ -123,29 +134,77 @@ async fn create_table(
             "table {full_name} already exists"
         )));
     }
-    let url = pod.warehouse.table_url(&catalog, &schema_name, &table)?;
-    let existing = deltalake::DeltaTable::try_from_url(url.clone()).await?;
-    if existing.version().is_some() {
-        return Err(ServerError::AlreadyExists(format!(
-            "a Delta table already exists at {url}; remove it or choose another name"
-        )));
+    let url = match &body.storage_location {
+        Some(location) => attach_url(pod, location)?,
+        None => pod.warehouse.table_url(&catalog, &schema_name, &table)?,
+    };
+    let system_columns = body
+        .properties
+        .get(system_columns::PROPERTY)
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    let mut fields = delta_fields(&schema.columns)?;
+    if system_columns {
+        fields.extend(system_columns::delta_fields());
     }
-    existing
-        .create()
-        .with_table_name(&table)
-        .with_columns(delta_fields(&schema.columns)?)
-        .await?;
+    let existing = pod.warehouse.open_or_empty(&url).await?;
+    if existing.version().is_some() {
+        if body.storage_location.is_none() {
+            return Err(ServerError::AlreadyExists(format!(
+                "a Delta table already exists at {url}; remove it, choose another name, \
+                 or name it as storage_location to attach to it"
+            )));
+        }
+        let have: Vec<_> = existing.snapshot()?.schema().fields().cloned().collect();
+        if have != fields {
+            return Err(ServerError::InvalidArgument(format!(
+                "the Delta table at {url} has other columns than the ones asked for"
+            )));
+        }
+        tracing::info!(table = %full_name, location = %url, "attached to an existing Delta table");
+    } else {
+        let configuration = body
+            .properties
+            .iter()
+            .filter(|(k, _)| k.starts_with("delta."))
+            .map(|(k, v)| (k.clone(), Some(v.clone())));
+        existing
+            .create()
+            .with_table_name(&table)
+            .with_columns(fields)
+            .with_configuration(configuration)
+            .await?;
+    }
     let entry = pod.catalog.create_table(TableEntry {
         full_name: full_name.clone(),
         columns: schema.to_sql(),
         storage_location: url.to_string(),
         table_id: uuid::Uuid::new_v4().to_string(),
         created_at: now_millis(),
+        system_columns,
     })?;
-    let sink = open_sink(&entry, pod.wal.id(), pod.config.flush_bytes).await?;
+    let sink = open_sink(&pod.warehouse, &entry, pod.wal.id(), pod.config.flush_bytes).await?;
     pod.sinks.insert(Arc::new(sink))?;
     tracing::info!(table = %full_name, location = %url, "table created");
     table_info(&entry)
+}
+
+/// The URL of an explicit `storage_location`: same scheme as the warehouse
+/// (its storage options must fit), ending with `/`.
+fn attach_url(pod: &Pod, location: &str) -> Result<url::Url> {
+    let with_slash = if location.ends_with('/') {
+        location.to_string()
+    } else {
+        format!("{location}/")
+    };
+    let url = url::Url::parse(&with_slash)
+        .map_err(|e| ServerError::InvalidArgument(format!("storage_location `{location}`: {e}")))?;
+    if url.scheme() != pod.warehouse.root().scheme() {
+        return Err(ServerError::InvalidArgument(format!(
+            "storage_location `{location}` is not on the warehouse's store ({})",
+            pod.warehouse.root().scheme()
+        )));
+    }
+    Ok(url)
 }
 
 /// GET one table.
@@ -214,7 +273,7 @@ async fn delete_table(pod: &Pod, headers: &HeaderMap, full_name: &str) -> Result
     pod.sinks.remove(&entry.full_name)?;
     let url = url::Url::parse(&entry.storage_location)
         .map_err(|e| ServerError::Internal(format!("location: {e}")))?;
-    let table = deltalake::DeltaTable::try_from_url(url.clone()).await?;
+    let table = pod.warehouse.open_or_empty(&url).await?;
     let store = table.object_store();
     let paths: Vec<_> = store
         .list(None)

@@ -111,7 +111,7 @@ pub async fn open_stream(
     pod.streams.register(key, &table, payload, lsn, true);
     Ok(OpenedStream {
         key,
-        stream_id: uuid::Uuid::new_v4().to_string(),
+        stream_id: crate::sink::system_columns::stream_id(key),
         sink,
         format,
         plan,

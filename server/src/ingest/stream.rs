@@ -357,12 +357,21 @@ impl<'p> StreamState<'p> {
             }
         }
         let batch = self.builder.finish();
+        // A batch request that failed part-way left its leading records in
+        // `records`; they are not acked and must not reach the WAL, or a
+        // replay would commit them. One row per record of the valid requests.
+        records.truncate(rows_ok);
         if let Some(last_offset) = last_ok {
             let batch = if batch.num_rows() > rows_ok {
                 batch.slice(0, rows_ok)
             } else {
                 batch
             };
+            let batch = self.opened.sink.with_system_columns(
+                batch,
+                self.opened.key,
+                records.iter().map(|(offset, _)| *offset),
+            )?;
             let record_bytes: usize = records.iter().map(|(_, r)| r.len()).sum();
             metrics::counter!("sluice_ingest_records_total").increment(records.len() as u64);
             metrics::counter!("sluice_ingest_bytes_total").increment(record_bytes as u64);

@@ -9,7 +9,10 @@
 //! after re-logging the stream-open frames that records above `P` still need.
 
 mod delta_schema;
+pub mod file_layout;
+pub mod system_columns;
 mod table_sink;
+pub mod upkeep;
 
 pub use delta_schema::{delta_fields, delta_type};
 pub use table_sink::{open_table, FlushOutcome, SharedSink, TableSink};
@@ -29,6 +32,7 @@ pub struct Sinks {
     tables: Mutex<HashMap<String, SharedSink>>,
     wal: Wal,
     flush_interval: Duration,
+    upkeep: upkeep::UpkeepConfig,
     streams: Arc<StreamRegistry>,
     tasks: tokio_util::task::TaskTracker,
     shutdown: CancellationToken,
@@ -36,12 +40,18 @@ pub struct Sinks {
 
 impl Sinks {
     /// An empty registry over `wal`.
-    pub fn new(wal: Wal, flush_interval: Duration, streams: Arc<StreamRegistry>) -> Arc<Sinks> {
+    pub fn new(
+        wal: Wal,
+        flush_interval: Duration,
+        upkeep: upkeep::UpkeepConfig,
+        streams: Arc<StreamRegistry>,
+    ) -> Arc<Sinks> {
         Arc::new(Sinks {
             tables: Mutex::new(HashMap::new()),
             wal,
             streams,
             flush_interval,
+            upkeep,
             tasks: tokio_util::task::TaskTracker::new(),
             shutdown: CancellationToken::new(),
         })
@@ -65,13 +75,41 @@ impl Sinks {
             .unwrap_or_default()
     }
 
-    /// Registers a sink and starts its flush task.
+    /// Registers a sink and starts its flush and upkeep tasks.
     pub fn insert(self: &Arc<Self>, sink: SharedSink) -> Result<()> {
         self.map()?
             .insert(sink.name().to_ascii_lowercase(), sink.clone());
         let this = self.clone();
-        self.tasks.spawn(async move { this.flush_loop(sink).await });
+        let flushed = sink.clone();
+        self.tasks
+            .spawn(async move { this.flush_loop(flushed).await });
+        let this = self.clone();
+        self.tasks
+            .spawn(async move { this.upkeep_loop(sink).await });
         Ok(())
+    }
+
+    /// Background upkeep of one table: a round every `upkeep.interval`;
+    /// a failed round (e.g. a compaction that lost to another pod's) is
+    /// logged and tried again next time.
+    async fn upkeep_loop(self: Arc<Self>, sink: SharedSink) {
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(self.upkeep.interval) => {}
+                _ = self.shutdown.cancelled() => return,
+            }
+            if sink.is_dropped() {
+                return;
+            }
+            tokio::select! {
+                r = sink.upkeep.round(&self.upkeep) => {
+                    if let Err(e) = r {
+                        tracing::warn!(table = sink.name(), "upkeep round failed, will retry: {e}");
+                    }
+                }
+                _ = self.shutdown.cancelled() => return,
+            }
+        }
     }
 
     /// Unregisters a sink (table dropped); its rows are discarded.

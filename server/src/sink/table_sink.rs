@@ -7,6 +7,15 @@
 //! `last_lsn` (so Delta never runs ahead of the log), writes Parquet (zstd)
 //! and commits the Add actions with a `txn` action `(wal id, last_lsn)`.
 //! On restart that txn version says where replay starts for this table.
+//!
+//! Exactly-once across failed commits: a commit that returns an error may
+//! still have landed (the put-if-absent of the log entry succeeded but the
+//! answer was lost). So after any failed commit the memtable remembers the
+//! LSN it tried (`unsure`); before the next attempt the sink reloads the log
+//! and reads its own txn version, and drops the batches that are already in
+//! Delta instead of committing them twice. Conflicts with other writers
+//! (another pod, compaction) are retried by deltalake at the next version
+//! (blind appends never conflict logically).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -15,8 +24,6 @@ use std::time::Instant;
 use arrow_array::RecordBatch;
 use deltalake::kernel::transaction::CommitProperties;
 use deltalake::kernel::Transaction;
-use deltalake::parquet::basic::{Compression, ZstdLevel};
-use deltalake::parquet::file::properties::WriterProperties;
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
 use deltalake::DeltaTable;
 use sluice_wal::{Lsn, Reservation, Wal};
@@ -25,17 +32,17 @@ use tokio::sync::Notify;
 
 use crate::error::{Result, ServerError};
 
-/// Rows per Parquet row group written by a flush.
-const ROW_GROUP_ROWS: usize = 1 << 20;
-
 #[derive(Default)]
 struct Memtable {
-    batches: Vec<RecordBatch>,
+    /// Batches in LSN order, each with the end LSN of its WAL frame.
+    batches: Vec<(RecordBatch, Lsn)>,
     rows: usize,
     bytes: usize,
     last_lsn: Lsn,
     first_append: Option<Instant>,
     flushing: bool,
+    /// The last LSN of a commit attempt that failed and may have landed.
+    unsure: Option<Lsn>,
 }
 
 /// The sink of one table.
@@ -52,6 +59,10 @@ pub struct TableSink {
     /// Woken after every flush attempt (memtable space may be free again).
     drained: Notify,
     flush_bytes: usize,
+    /// Whether rows carry the `_sluice_*` system columns.
+    system_columns: bool,
+    /// Checkpoints, compaction, vacuum (own table handle).
+    pub(crate) upkeep: super::upkeep::Upkeep,
 }
 
 /// What a flush did.
@@ -72,11 +83,14 @@ impl TableSink {
         delta: DeltaTable,
         committed_lsn: Lsn,
         flush_bytes: usize,
+        system_columns: bool,
     ) -> TableSink {
         TableSink {
+            system_columns,
             name,
             schema,
             memtable: Mutex::new(Memtable::default()),
+            upkeep: super::upkeep::Upkeep::new(delta.clone()),
             delta: tokio::sync::Mutex::new(delta),
             committed_lsn: AtomicU64::new(committed_lsn),
             dropped: AtomicBool::new(false),
@@ -94,6 +108,25 @@ impl TableSink {
     /// The table schema.
     pub fn schema(&self) -> &TableSchema {
         &self.schema
+    }
+
+    /// Adds the system columns to a batch of a stream's rows if this table
+    /// has them (`offsets`: the offset of each row's record, in row order).
+    pub fn with_system_columns(
+        &self,
+        batch: RecordBatch,
+        stream_key: u64,
+        offsets: impl Iterator<Item = i64>,
+    ) -> Result<RecordBatch> {
+        if !self.system_columns {
+            return Ok(batch);
+        }
+        super::system_columns::extend(
+            batch,
+            &super::system_columns::stream_id(stream_key),
+            offsets,
+            super::system_columns::now_micros(),
+        )
     }
 
     /// WAL position up to which this table's frames are in Delta.
@@ -140,7 +173,7 @@ impl TableSink {
             let was_empty = m.batches.is_empty();
             m.rows += batch.num_rows();
             m.bytes += batch.get_array_memory_size();
-            m.batches.push(batch);
+            m.batches.push((batch, lsn));
             m.last_lsn = lsn;
             if was_empty {
                 m.first_append = Some(Instant::now());
@@ -160,7 +193,7 @@ impl TableSink {
         }
         m.rows += batch.num_rows();
         m.bytes += batch.get_array_memory_size();
-        m.batches.push(batch);
+        m.batches.push((batch, end_lsn));
         m.last_lsn = m.last_lsn.max(end_lsn);
         Ok(())
     }
@@ -199,17 +232,16 @@ impl TableSink {
     /// Commits everything in the memtable to Delta.
     pub async fn flush(&self, wal: &Wal, wal_id: &str) -> Result<FlushOutcome> {
         let mut delta = self.delta.lock().await;
-        let (batches, rows, last_lsn) = {
+        let (mut batches, last_lsn, unsure) = {
             let mut m = self.lock()?;
             if m.batches.is_empty() {
                 return Ok(FlushOutcome::default());
             }
             m.flushing = true;
-            let rows = m.rows;
             m.rows = 0;
             m.bytes = 0;
             m.first_append = None;
-            (std::mem::take(&mut m.batches), rows, m.last_lsn)
+            (std::mem::take(&mut m.batches), m.last_lsn, m.unsure.take())
         };
         if self.is_dropped() {
             self.lock()?.flushing = false;
@@ -218,9 +250,21 @@ impl TableSink {
         let started = Instant::now();
         let result = async {
             wal.wait_durable(last_lsn).await?;
-            commit(&mut delta, &batches, wal_id, last_lsn).await
+            if let Some(unsure) = unsure {
+                let landed = committed_lsn(&mut delta, wal_id).await?;
+                if landed >= unsure {
+                    tracing::info!(table = %self.name, landed, "a commit reported as failed had landed; not committing it twice");
+                }
+                batches.retain(|(_, lsn)| *lsn > landed);
+                self.committed_lsn.fetch_max(landed, Ordering::AcqRel);
+            }
+            if batches.is_empty() {
+                return Ok(None);
+            }
+            commit(&mut delta, &batches, wal_id, last_lsn).await.map(Some)
         }
         .await;
+        let rows: usize = batches.iter().map(|(b, _)| b.num_rows()).sum();
         let mut m = self.lock()?;
         m.flushing = false;
         self.drained.notify_waiters();
@@ -233,18 +277,21 @@ impl TableSink {
                 metrics::histogram!("sluice_sink_commit_seconds")
                     .record(started.elapsed().as_secs_f64());
                 tracing::debug!(table = %self.name, rows, version, last_lsn, "committed");
-                Ok(FlushOutcome {
-                    rows,
-                    version: Some(version),
-                })
+                Ok(FlushOutcome { rows, version })
             }
             Err(e) => {
-                // Put the rows back in front, in order, so the next flush retries them.
+                // Put the rows back in front, in order, so the next flush
+                // retries them, after checking whether this attempt landed.
                 let newer = std::mem::replace(&mut m.batches, batches);
                 m.batches.extend(newer);
-                m.rows += rows;
-                m.bytes = m.batches.iter().map(|b| b.get_array_memory_size()).sum();
+                m.rows = m.batches.iter().map(|(b, _)| b.num_rows()).sum();
+                m.bytes = m
+                    .batches
+                    .iter()
+                    .map(|(b, _)| b.get_array_memory_size())
+                    .sum();
                 m.first_append.get_or_insert_with(Instant::now);
+                m.unsure = Some(last_lsn);
                 metrics::counter!("sluice_sink_commit_failures_total").increment(1);
                 Err(e)
             }
@@ -252,46 +299,61 @@ impl TableSink {
     }
 }
 
+/// Reloads the log and reads how far `wal_id` is committed.
+async fn committed_lsn(table: &mut DeltaTable, wal_id: &str) -> Result<Lsn> {
+    table.update_incremental(None).await?;
+    let version = table
+        .snapshot()?
+        .transaction_version(table.log_store().as_ref(), wal_id)
+        .await?;
+    Ok(version.map(|v| v.max(0) as Lsn).unwrap_or(0))
+}
+
 async fn commit(
     table: &mut DeltaTable,
-    batches: &[RecordBatch],
+    batches: &[(RecordBatch, Lsn)],
     wal_id: &str,
     last_lsn: Lsn,
 ) -> Result<i64> {
     let version = i64::try_from(last_lsn)
         .map_err(|_| ServerError::Internal(format!("LSN {last_lsn} exceeds i64")))?;
-    let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(
-            ZstdLevel::try_new(3).map_err(|e| ServerError::Internal(format!("zstd level: {e}")))?,
-        ))
-        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
-        .build();
+    let props = super::file_layout::writer_properties()?;
+    let read_version = table.version().unwrap_or(0);
     let mut writer = RecordBatchWriter::for_table(table)?
         .with_writer_properties(props)
         .with_commit_properties(
             CommitProperties::default()
-                .with_application_transaction(Transaction::new(wal_id, version)),
+                .with_application_transaction(Transaction::new(wal_id, version))
+                // Recorded in commitInfo, so a reader sees which commits lost
+                // a race for their version and were retried.
+                .with_metadata([("readVersion".to_string(), serde_json::json!(read_version))])
+                // Checkpoints and log cleanup run in the upkeep task, not
+                // on the ingest path.
+                .with_create_checkpoint(false)
+                .with_cleanup_expired_logs(Some(false)),
         );
     let schema = batches
         .first()
-        .map(|b| b.schema())
+        .map(|(b, _)| b.schema())
         .ok_or_else(|| ServerError::Internal("flush of no batches".into()))?;
-    let combined = deltalake::arrow::compute::concat_batches(&schema, batches)
-        .map_err(|e| ServerError::Internal(format!("concatenating memtable batches: {e}")))?;
+    let combined =
+        deltalake::arrow::compute::concat_batches(&schema, batches.iter().map(|(b, _)| b))
+            .map_err(|e| ServerError::Internal(format!("concatenating memtable batches: {e}")))?;
     writer.write(combined).await?;
     let committed = writer.flush_and_commit(table).await?;
+    if committed > read_version + 1 {
+        // Another writer took the version this commit was built for; deltalake
+        // checked for conflicts and committed at a later version.
+        metrics::counter!("sluice_sink_commit_races_total").increment(1);
+    }
     i64::try_from(committed)
         .map_err(|_| ServerError::Internal(format!("Delta version {committed} exceeds i64")))
 }
 
-/// Opens the Delta table at `url` and reads how far `wal_id` is committed.
-pub async fn open_table(url: &url::Url, wal_id: &str) -> Result<(DeltaTable, Lsn)> {
-    let table = deltalake::open_table(url.clone()).await?;
-    let version = table
-        .snapshot()?
-        .transaction_version(table.log_store().as_ref(), wal_id)
-        .await?;
-    Ok((table, version.map(|v| v.max(0) as Lsn).unwrap_or(0)))
+/// Reads how far `wal_id` is committed in an opened Delta table.
+pub async fn open_table(mut table: DeltaTable, wal_id: &str) -> Result<(DeltaTable, Lsn)> {
+    let lsn = committed_lsn(&mut table, wal_id).await?;
+    Ok((table, lsn))
 }
 
 /// Shared handle to a sink.

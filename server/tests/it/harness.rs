@@ -180,6 +180,23 @@ impl Server {
             .expect("json stream")
     }
 
+    /// Pushes `{"id": i, "note": "n<i>"}` for `i in 0..n` on one JSON
+    /// stream, waits until every record is acked, then SIGKILLs the server
+    /// under the still open stream.
+    pub async fn push_notes_then_kill(&mut self, table: &str, n: i64) {
+        let stream = self.json_stream(table).await;
+        for i in 0..n {
+            let rec = serde_json::json!({"id": i, "note": format!("n{i}")}).to_string();
+            stream
+                .ingest_record_offset(databricks_zerobus_ingest_sdk::JsonString(rec))
+                .await
+                .expect("ingest");
+        }
+        stream.flush().await.expect("every record acked");
+        self.kill();
+        drop(stream);
+    }
+
     /// An official-SDK client for this server (TLS off, default OAuth flow).
     pub fn sdk(&self) -> ZerobusSdk {
         sdk_at(&self.url)

@@ -1,0 +1,90 @@
+//! Commit rate on one table with 1, 2, 4 concurrent writers, each with its
+//! own table handle (as separate pods have), each committing one-row
+//! appends back to back for a fixed time. A commit whose version is past
+//! its read version + 1 lost at least one put-if-absent race and was
+//! retried by deltalake at a later version.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use arrow_array::{Int64Array, RecordBatch};
+use deltalake::writer::{DeltaWriter, RecordBatchWriter};
+use sluice_server::warehouse::Warehouse;
+
+/// What one run measured.
+pub struct CommitRate {
+    pub commits: u64,
+    pub raced: u64,
+    pub failed: u64,
+    pub seconds: f64,
+}
+
+/// Runs `writers` writers on a new table `name` for `seconds`.
+pub async fn run(
+    warehouse: &Warehouse,
+    name: &str,
+    writers: usize,
+    seconds: u64,
+) -> Result<CommitRate> {
+    let url = warehouse.table_url("bench", "commits", name)?;
+    let schema = sluice_zeroparser::TableSchema::parse("id BIGINT NOT NULL")?;
+    warehouse
+        .open_or_empty(&url)
+        .await?
+        .create()
+        .with_columns(sluice_server::sink::delta_fields(&schema.columns)?)
+        .await?;
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(seconds);
+    let mut tasks = Vec::new();
+    for w in 0..writers {
+        let mut table = warehouse.open(&url).await?;
+        tasks.push(tokio::spawn(async move {
+            let (mut commits, mut raced, mut failed) = (0u64, 0u64, 0u64);
+            let mut next = w as i64 * 1_000_000_000;
+            while Instant::now() < deadline {
+                let read = table.version().unwrap_or(0);
+                let schema =
+                    std::sync::Arc::new(arrow_schema::Schema::new(vec![arrow_schema::Field::new(
+                        "id",
+                        arrow_schema::DataType::Int64,
+                        false,
+                    )]));
+                let batch = RecordBatch::try_new(
+                    schema,
+                    vec![std::sync::Arc::new(Int64Array::from(vec![next]))],
+                )?;
+                next += 1;
+                let mut writer = RecordBatchWriter::for_table(&table)?;
+                writer.write(batch).await?;
+                match writer.flush_and_commit(&mut table).await {
+                    Ok(v) => {
+                        commits += 1;
+                        if v > read + 1 {
+                            raced += 1;
+                        }
+                    }
+                    Err(_) => {
+                        failed += 1;
+                        table.update_incremental(None).await?;
+                    }
+                }
+            }
+            anyhow::Ok((commits, raced, failed))
+        }));
+    }
+    let mut r = CommitRate {
+        commits: 0,
+        raced: 0,
+        failed: 0,
+        seconds: 0.0,
+    };
+    for t in tasks {
+        let (c, x, f) = t.await??;
+        r.commits += c;
+        r.raced += x;
+        r.failed += f;
+    }
+    r.seconds = started.elapsed().as_secs_f64();
+    Ok(r)
+}

@@ -1,0 +1,227 @@
+//! Delta sink figures (issue 5), one table each:
+//!
+//! 1. freshness p50/p99 from ack to visible in a polling deltalake reader, on
+//!    the local warehouse and on S3 (moto on loopback), at flush intervals
+//!    1 s, 250 ms, 100 ms (one official-SDK JSON stream at `--rate` rec/s);
+//! 2. sink throughput: Arrow MB/s into committed Parquet (in-process,
+//!    Sluice's file layout), per wall second and per CPU second;
+//! 3. files per minute and mean file size before and after compaction;
+//! 4. commit rate on one table with 1, 2, 4 concurrent writers, local and S3.
+//!
+//! Run: `scripts/bench-sink.sh` (release build, then this binary).
+//! Options: `--sluice PATH`, `--seconds N` (freshness per scenario, 10),
+//! `--rate N` (records/s, 2000), `--compact-seconds N` (60),
+//! `--commit-seconds N` (10), `--throughput-commits N` (8).
+
+mod commits;
+mod compaction;
+mod freshness;
+mod moto;
+mod producer;
+mod throughput;
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use sluice_bench::server::Server;
+use sluice_bench::table::Table;
+use sluice_server::warehouse::{S3Settings, Warehouse};
+
+struct Options {
+    sluice: PathBuf,
+    seconds: u64,
+    rate: u64,
+    compact_seconds: u64,
+    commit_seconds: u64,
+    throughput_commits: usize,
+}
+
+fn parse_options() -> Result<Options> {
+    let mut o = Options {
+        sluice: PathBuf::from("target/release/sluice"),
+        seconds: 10,
+        rate: 2000,
+        compact_seconds: 60,
+        commit_seconds: 10,
+        throughput_commits: 8,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut value = || args.next().with_context(|| format!("{a} needs a value"));
+        match a.as_str() {
+            "--sluice" => o.sluice = PathBuf::from(value()?),
+            "--seconds" => o.seconds = value()?.parse()?,
+            "--rate" => o.rate = value()?.parse()?,
+            "--compact-seconds" => o.compact_seconds = value()?.parse()?,
+            "--commit-seconds" => o.commit_seconds = value()?.parse()?,
+            "--throughput-commits" => o.throughput_commits = value()?.parse()?,
+            other => bail!("unknown option {other}"),
+        }
+    }
+    Ok(o)
+}
+
+/// A server on the local warehouse (`moto`: None) or on S3 under `prefix`.
+fn start(
+    opts: &Options,
+    moto: Option<&moto::Moto>,
+    prefix: &str,
+    flush: &str,
+    extra: &[&str],
+) -> Result<(Server, Warehouse, PathBuf)> {
+    let dir = throughput::tempfile_dir(prefix)?;
+    let mut args: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+    let warehouse = match moto {
+        Some(m) => {
+            args.extend(m.serve_args(prefix));
+            Warehouse::parse(
+                Some(&format!("s3://{}/{prefix}", moto::BUCKET)),
+                &dir,
+                &m.settings(),
+            )?
+        }
+        None => Warehouse::parse(None, &dir.join("warehouse"), &S3Settings::default())?,
+    };
+    let server = Server::start(&opts.sluice, &dir, flush, &args)?;
+    Ok((server, warehouse, dir))
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let opts = parse_options()?;
+    if !opts.sluice.exists() {
+        bail!(
+            "{} not found: cargo build --release -p sluice-server",
+            opts.sluice.display()
+        );
+    }
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let moto = moto::Moto::start().await?;
+    println!(
+        "Sluice sink benchmark ({cores} cores; S3 = moto_server on loopback; {} rec/s of ~200-byte JSON)",
+        opts.rate
+    );
+
+    let mut t = Table::new(&[
+        "warehouse",
+        "flush",
+        "fresh p50 ms",
+        "fresh p99 ms",
+        "samples",
+    ]);
+    for (store, m) in [("local", None), ("s3 (moto)", Some(&moto))] {
+        for flush in ["1s", "250ms", "100ms"] {
+            let prefix = format!("fresh-{}-{flush}", if m.is_some() { "s3" } else { "local" });
+            let (server, warehouse, dir) = start(&opts, m, &prefix, flush, &[])?;
+            server.wait_ready().await?;
+            let mut s = freshness::run(
+                &server,
+                &warehouse,
+                "bench.sink.fresh",
+                opts.rate,
+                opts.seconds,
+            )
+            .await?;
+            t.row(vec![
+                store.into(),
+                flush.into(),
+                format!("{:.0}", s.median()),
+                format!("{:.0}", s.quantile(0.99)),
+                s.len().to_string(),
+            ]);
+            drop(server);
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+    println!(
+        "\nFreshness: ack → visible to a polling deltalake reader ({} s per row)",
+        opts.seconds
+    );
+    print!("{}", t.render());
+
+    let r = throughput::run(opts.throughput_commits, 100_000).await?;
+    let mut t = Table::new(&[
+        "commits",
+        "Arrow MB",
+        "Parquet MB",
+        "wall s",
+        "CPU s",
+        "MB/s wall",
+        "MB/s per CPU-s",
+    ]);
+    t.row(vec![
+        opts.throughput_commits.to_string(),
+        format!("{:.1}", r.arrow_mb),
+        format!("{:.1}", r.parquet_mb),
+        format!("{:.2}", r.wall_s),
+        format!("{:.2}", r.cpu_s),
+        format!("{:.1}", r.arrow_mb / r.wall_s),
+        format!("{:.1}", r.arrow_mb / r.cpu_s),
+    ]);
+    println!("\nSink throughput: Arrow → Parquet (zstd 3, page statistics) → Delta commit, local, in-process");
+    print!("{}", t.render());
+
+    let (server, warehouse, dir) = start(
+        &opts,
+        None,
+        "compaction",
+        "1s",
+        &["--compact-min-files", "1000000", "--upkeep-interval", "1h"],
+    )?;
+    server.wait_ready().await?;
+    let c = compaction::run(&server, &warehouse, opts.rate, opts.compact_seconds).await?;
+    drop(server);
+    let _ = std::fs::remove_dir_all(dir);
+    let minutes = c.seconds as f64 / 60.0;
+    let mut t = Table::new(&["", "files", "files/min", "mean file KB"]);
+    t.row(vec![
+        "before".into(),
+        c.before.count.to_string(),
+        format!("{:.1}", c.before.count as f64 / minutes),
+        format!("{:.1}", c.before.mean_bytes / 1e3),
+    ]);
+    t.row(vec![
+        "after optimize".into(),
+        c.after.count.to_string(),
+        format!("{:.1}", c.after.count as f64 / minutes),
+        format!("{:.1}", c.after.mean_bytes / 1e3),
+    ]);
+    println!(
+        "\nCompaction: {} s of ingest at flush 1 s, local, then optimize ({:.2} s)",
+        c.seconds, c.optimize_s
+    );
+    print!("{}", t.render());
+
+    let mut t = Table::new(&["warehouse", "writers", "commits/s", "raced %", "failed"]);
+    for (store, m) in [("local", None), ("s3 (moto)", Some(&moto))] {
+        for writers in [1usize, 2, 4] {
+            let dir = throughput::tempfile_dir("commits")?;
+            let warehouse = match m {
+                Some(m) => Warehouse::parse(
+                    Some(&format!("s3://{}/commits", moto::BUCKET)),
+                    &dir,
+                    &m.settings(),
+                )?,
+                None => Warehouse::parse(None, &dir.join("warehouse"), &S3Settings::default())?,
+            };
+            let name = format!("w{writers}");
+            let r = commits::run(&warehouse, &name, writers, opts.commit_seconds).await?;
+            t.row(vec![
+                store.into(),
+                writers.to_string(),
+                format!("{:.1}", r.commits as f64 / r.seconds),
+                format!("{:.0}", 100.0 * r.raced as f64 / r.commits.max(1) as f64),
+                r.failed.to_string(),
+            ]);
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+    println!(
+        "\nCommit rate on one table ({} s per row, one-row appends back to back)",
+        opts.commit_seconds
+    );
+    print!("{}", t.render());
+    Ok(())
+}

@@ -1,0 +1,131 @@
+//! Table upkeep in the background: checkpoints and log retention,
+//! compaction of small files, vacuum of removed files. One upkeep per table,
+//! with its own Delta table handle, so it never takes the flush path's lock:
+//! ingest and commits go on while it works, and its commits race appends on
+//! the log like any other writer (see `compact`). The manual commands
+//! (`sluice table optimize|vacuum`) run the same steps under the same lock.
+
+mod checkpoint;
+mod compact;
+mod vacuum;
+
+pub use compact::CompactReport;
+pub use vacuum::VacuumReport;
+
+use std::time::{Duration, Instant};
+
+use deltalake::DeltaTable;
+use serde::Serialize;
+
+use crate::error::Result;
+
+/// When the background upkeep acts.
+#[derive(Clone, Debug)]
+pub struct UpkeepConfig {
+    /// How often each table is looked at. Default: 10 s.
+    pub interval: Duration,
+    /// Compact once a table has this many files below half the target size.
+    /// Default: 16.
+    pub compact_min_files: usize,
+    /// Vacuum each table this often (with the table's retention). Default: 1 h.
+    pub vacuum_interval: Duration,
+}
+
+impl Default for UpkeepConfig {
+    fn default() -> Self {
+        UpkeepConfig {
+            interval: Duration::from_secs(10),
+            compact_min_files: 16,
+            vacuum_interval: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// What a manual optimize did.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct OptimizeReport {
+    /// The compaction.
+    pub compaction: CompactReport,
+    /// Version of the checkpoint written afterwards, if one was due.
+    pub checkpoint: Option<u64>,
+}
+
+struct State {
+    table: DeltaTable,
+    last_checkpoint: Option<u64>,
+    last_vacuum: Instant,
+}
+
+/// The upkeep of one table.
+pub struct Upkeep {
+    state: tokio::sync::Mutex<State>,
+}
+
+impl Upkeep {
+    /// Upkeep over its own handle of a table.
+    pub fn new(table: DeltaTable) -> Upkeep {
+        Upkeep {
+            state: tokio::sync::Mutex::new(State {
+                table,
+                last_checkpoint: None,
+                last_vacuum: Instant::now(),
+            }),
+        }
+    }
+
+    /// One background round: checkpoint if due, compact if enough small
+    /// files, vacuum if its interval passed.
+    pub async fn round(&self, config: &UpkeepConfig) -> Result<()> {
+        let mut s = self.state.lock().await;
+        let State {
+            table,
+            last_checkpoint,
+            last_vacuum,
+        } = &mut *s;
+        checkpoint::checkpoint_if_due(table, last_checkpoint).await?;
+        let compacted = compact::compact(table, config.compact_min_files).await?;
+        if compacted.files_removed > 0 {
+            tracing::info!(
+                files_removed = compacted.files_removed,
+                files_added = compacted.files_added,
+                version = compacted.version,
+                "compacted small files"
+            );
+            checkpoint::checkpoint_if_due(table, last_checkpoint).await?;
+        }
+        if last_vacuum.elapsed() >= config.vacuum_interval {
+            let (fresh, report) = vacuum::vacuum(table, None).await?;
+            *table = fresh;
+            *last_vacuum = Instant::now();
+            if report.files_deleted > 0 {
+                tracing::info!(files = report.files_deleted, "vacuumed removed files");
+            }
+        }
+        Ok(())
+    }
+
+    /// Compacts every bin of two or more small files now.
+    pub async fn optimize(&self) -> Result<OptimizeReport> {
+        let mut s = self.state.lock().await;
+        let State {
+            table,
+            last_checkpoint,
+            ..
+        } = &mut *s;
+        let compaction = compact::compact(table, 2).await?;
+        let checkpoint = checkpoint::checkpoint_if_due(table, last_checkpoint).await?;
+        Ok(OptimizeReport {
+            compaction,
+            checkpoint,
+        })
+    }
+
+    /// Vacuums now, with `retention` or the table's own.
+    pub async fn vacuum(&self, retention: Option<Duration>) -> Result<VacuumReport> {
+        let mut s = self.state.lock().await;
+        let (fresh, report) = vacuum::vacuum(&s.table, retention).await?;
+        s.table = fresh;
+        s.last_vacuum = Instant::now();
+        Ok(report)
+    }
+}

@@ -1,0 +1,179 @@
+//! Table upkeep on S3 (moto) while a producer keeps writing:
+//!
+//! - background compaction (and `sluice table optimize` called by hand
+//!   during ingest) rewrites small files into fewer larger ones; every row
+//!   keeps its value and none is lost or doubled, although compaction
+//!   commits race the 20 ms appends for log versions;
+//! - checkpoints appear every `delta.checkpointInterval` commits, and Python
+//!   `deltalake` and `polars` read the table from the checkpoint alone (the
+//!   JSON commits it covers are deleted before reading);
+//! - `sluice table vacuum --retention 0s` deletes the compacted-away files,
+//!   leaving exactly the files of the current snapshot.
+
+use std::time::Duration;
+
+use crate::harness::Server;
+use crate::moto::{python_read, Moto};
+use crate::rows::rows_as_json;
+
+async fn metric(server: &Server, name: &str) -> f64 {
+    let text = reqwest::get(format!("{}/metrics", server.url))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics text");
+    text.lines()
+        .filter(|l| l.starts_with(name) && !l.starts_with('#'))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_ingest_on_s3_when_compaction_and_checkpoints_run_beside_it_then_rows_stay_files_shrink_and_python_reads_the_checkpoint(
+) {
+    let moto = Moto::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut args = moto.serve_args("upkeep");
+    args.extend(
+        ["--upkeep-interval", "300ms", "--compact-min-files", "8"]
+            .iter()
+            .map(|s| s.to_string()),
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut server = Server::start_with_args(dir.path(), "20ms", &args).await;
+    let table = "main.s3.upkeep";
+    let out = server.cli(&[
+        "table",
+        "create",
+        table,
+        "--columns",
+        "id BIGINT NOT NULL, v STRING",
+        "--property",
+        "delta.checkpointInterval=5",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let location = server.table_info(table).await["storage_location"]
+        .as_str()
+        .expect("location")
+        .to_string();
+    let prefix = location
+        .strip_prefix("s3://sluice-it/")
+        .expect("on the test bucket")
+        .to_string();
+
+    let n: i64 = 6_000;
+    let stream = server.json_stream(table).await;
+    let ingest = async {
+        let mut stream = stream;
+        for start in (0..n).step_by(20) {
+            let recs: Vec<_> = (start..start + 20)
+                .map(|i| {
+                    databricks_zerobus_ingest_sdk::JsonString(
+                        serde_json::json!({"id": i, "v": format!("v{i}")}).to_string(),
+                    )
+                })
+                .collect();
+            stream.ingest_records_offset(recs).await.expect("ingest");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        stream.flush().await.expect("acked");
+        stream.close().await.expect("close");
+    };
+    let by_hand = async {
+        let mut optimized = 0;
+        for _ in 0..3 {
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            let out = server.cli(&["table", "optimize", table]);
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let report: serde_json::Value =
+                serde_json::from_slice(&out.stdout).expect("optimize report");
+            optimized += report["compaction"]["files_removed"]
+                .as_u64()
+                .expect("files_removed");
+        }
+        optimized
+    };
+    let ((), optimized_by_hand) = tokio::join!(ingest, by_hand);
+    // Let the last appends land, then compact what is left.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let out = server.cli(&["table", "optimize", table]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let appends = metric(&server, "sluice_sink_commits_total").await;
+    let compacted = metric(&server, "sluice_upkeep_files_compacted_total").await;
+    let out = server.cli(&["table", "vacuum", table, "--retention", "0s"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let vacuum: serde_json::Value = serde_json::from_slice(&out.stdout).expect("vacuum report");
+    server.terminate();
+
+    // Read from the checkpoint alone: delete the JSON commits it covers.
+    let log = moto.list(&format!("{prefix}_delta_log/")).await;
+    let checkpoint = log
+        .iter()
+        .filter(|k| k.ends_with(".checkpoint.parquet"))
+        .filter_map(|k| k.rsplit('/').next()?.split('.').next()?.parse::<u64>().ok())
+        .max()
+        .unwrap_or_else(|| panic!("no checkpoint in {log:?}"));
+    assert!(log.iter().any(|k| k.ends_with("_last_checkpoint")));
+    for key in &log {
+        let version = key
+            .rsplit('/')
+            .next()
+            .and_then(|f| f.strip_suffix(".json"))
+            .and_then(|v| v.parse::<u64>().ok());
+        if version.is_some_and(|v| v <= checkpoint) {
+            moto.delete(key).await;
+        }
+    }
+
+    let read = python_read(&location, &moto.storage_options());
+    let s = &read.summary;
+    eprintln!(
+        "upkeep: {appends} appends, {compacted} files compacted ({optimized_by_hand} by hand during ingest), \
+         checkpoint at {checkpoint}, vacuum {vacuum}, python: {s}"
+    );
+    assert_eq!(s["rows"], n, "{s}");
+    assert_eq!(s["polars_rows"], n, "{s}");
+    assert_eq!(s["polars_distinct_ids"], n, "{s}");
+    let mut rows = rows_as_json(&read.batches);
+    rows.sort_by_key(|r| r["id"].as_i64().expect("id"));
+    for (i, r) in rows.iter().enumerate() {
+        assert_eq!(r["id"], i as i64);
+        assert_eq!(r["v"], format!("v{i}"));
+    }
+    let files = s["files"].as_u64().expect("files") as f64;
+    assert!(compacted > 0.0, "nothing was compacted");
+    assert!(
+        files * 4.0 <= appends,
+        "{files} files after compaction for {appends} appends"
+    );
+    let parquet: Vec<_> = moto
+        .list(&prefix)
+        .await
+        .into_iter()
+        .filter(|k| k.ends_with(".parquet") && !k.contains("_delta_log/"))
+        .collect();
+    assert!(vacuum["files_deleted"].as_u64().expect("files_deleted") > 0);
+    assert_eq!(
+        parquet.len() as f64,
+        files,
+        "vacuum left exactly the current files: {parquet:?}"
+    );
+}

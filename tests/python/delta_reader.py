@@ -1,0 +1,70 @@
+"""Reads a Delta table with Python `deltalake` and `polars` for the Rust
+integration tests (which push with the official Rust SDK).
+
+Usage: delta_reader.py LOCATION OUT.arrow
+Storage options (e.g. for an S3 server) come as JSON in SLUICE_STORAGE_OPTIONS.
+
+Writes the rows `deltalake` reads as an Arrow IPC file (string/binary/list
+views and large variants cast to their plain forms) and prints one JSON line:
+the table version, the number of data files, the rows each reader saw, what
+polars computes over `id` (sum, distinct count), the number of commits in
+the history, how many of them were retried after losing a race for their
+version (`readVersion` < version - 1), and the operations seen.
+"""
+
+import json
+import os
+import sys
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.ipc
+from deltalake import DeltaTable
+
+
+def plain(t):
+    if pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return pa.string()
+    if pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
+        return pa.binary()
+    if pa.types.is_large_list(t) or pa.types.is_list_view(t) or pa.types.is_list(t):
+        return pa.list_(pa.field(t.value_field.name, plain(t.value_type), t.value_field.nullable))
+    if pa.types.is_map(t):
+        return pa.map_(plain(t.key_type), pa.field("value", plain(t.item_type), t.item_field.nullable))
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, plain(f.type), f.nullable) for f in t])
+    return t
+
+
+def main():
+    location, out = sys.argv[1], sys.argv[2]
+    options = json.loads(os.environ.get("SLUICE_STORAGE_OPTIONS", "{}"))
+    dt = DeltaTable(location, storage_options=options)
+    table = dt.to_pyarrow_table()
+    schema = pa.schema([pa.field(f.name, plain(f.type), f.nullable) for f in table.schema])
+    table = table.cast(schema)
+    with pa.ipc.new_file(out, schema) as writer:
+        writer.write_table(table)
+    df = pl.read_delta(location, storage_options=options)
+    has_id = "id" in df.columns
+    history = dt.history()
+    # A commit whose snapshot was older than the version before it lost a
+    # put-if-absent race and was retried at a later version.
+    retried = sum(1 for h in history
+                  if h.get("readVersion") is not None and h.get("version") is not None
+                  and h["readVersion"] < h["version"] - 1)
+    print(json.dumps({
+        "version": dt.version(),
+        "files": len(dt.file_uris()),
+        "rows": table.num_rows,
+        "polars_rows": df.height,
+        "polars_id_sum": int(df["id"].sum()) if has_id and df.height else 0,
+        "polars_distinct_ids": df["id"].n_unique() if has_id else 0,
+        "commits": len(history),
+        "retried_commits": retried,
+        "operations": sorted({h.get("operation", "") for h in history}),
+    }))
+
+
+if __name__ == "__main__":
+    main()
