@@ -47,6 +47,9 @@ pub const SUSPECT_FOR: Duration = Duration::from_secs(2);
 /// window never throttles an SDK that has megabytes in flight.
 const H2_STREAM_WINDOW: u32 = 8 << 20;
 const H2_CONN_WINDOW: u32 = 32 << 20;
+/// Largest HTTP/2 DATA frame the router accepts: clients may send a whole
+/// request batch in one frame, so the relay handles fewer, larger frames.
+const H2_MAX_FRAME: u32 = 1 << 20;
 
 type ProxyBody = UnsyncBoxBody<Bytes, hyper::Error>;
 
@@ -77,6 +80,7 @@ impl Router {
             .http2_only(true)
             .http2_initial_stream_window_size(H2_STREAM_WINDOW)
             .http2_initial_connection_window_size(H2_CONN_WINDOW)
+            .http2_max_frame_size(H2_MAX_FRAME)
             .http2_keep_alive_interval(Duration::from_secs(10))
             .timer(hyper_util::rt::TokioTimer::new())
             .build(connector.clone());
@@ -250,6 +254,7 @@ pub async fn run(
         .http2()
         .initial_stream_window_size(H2_STREAM_WINDOW)
         .initial_connection_window_size(H2_CONN_WINDOW)
+        .max_frame_size(H2_MAX_FRAME)
         .max_concurrent_streams(1024);
     let builder = Arc::new(builder);
     tokio::pin!(shutdown);
