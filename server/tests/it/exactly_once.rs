@@ -52,11 +52,7 @@ async fn given_s3_warehouse_when_pod_is_killed_twice_then_acked_records_land_exa
     assert_eq!(read.summary["polars_rows"], n);
     assert_eq!(read.summary["polars_distinct_ids"], n);
     let mut rows = rows_as_json(&read.batches);
-    rows.sort_by_key(|r| r["id"].as_i64().expect("id"));
-    for (i, r) in rows.iter().enumerate() {
-        assert_eq!(r["id"], i as i64);
-        assert_eq!(r["note"], format!("n{i}"));
-    }
+    Server::assert_pushed_notes(&mut rows, n);
     assert!(
         server.log().contains("replayed WAL records"),
         "replay happened"

@@ -197,6 +197,18 @@ impl Server {
         drop(stream);
     }
 
+    /// Asserts that `rows` (JSON rows, any order) are exactly the `n` records
+    /// [`Server::push_notes_then_kill`] pushed: ids `0..n`, each once, each
+    /// with its note.
+    pub fn assert_pushed_notes(rows: &mut [serde_json::Value], n: i64) {
+        rows.sort_by_key(|r| r["id"].as_i64().expect("id"));
+        assert_eq!(rows.len(), n as usize, "each record exactly once");
+        for (i, r) in rows.iter().enumerate() {
+            assert_eq!(r["id"], i as i64);
+            assert_eq!(r["note"], format!("n{i}"));
+        }
+    }
+
     /// An official-SDK client for this server (TLS off, default OAuth flow).
     pub fn sdk(&self) -> ZerobusSdk {
         sdk_at(&self.url)

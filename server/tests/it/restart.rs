@@ -34,16 +34,7 @@ async fn acked_records_survive_sigkill_and_replay_never_duplicates() {
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     let mut rows = rows_as_json(&read_delta(&location).await);
-    rows.sort_by_key(|r| r["id"].as_i64().expect("id"));
-    assert_eq!(
-        rows.len(),
-        n as usize,
-        "each record exactly once after two restarts"
-    );
-    for (i, r) in rows.iter().enumerate() {
-        assert_eq!(r["id"], i as i64);
-        assert_eq!(r["note"], format!("n{i}"));
-    }
+    Server::assert_pushed_notes(&mut rows, n);
     assert!(
         server.log().contains("replayed WAL records"),
         "replay happened"
