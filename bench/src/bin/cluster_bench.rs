@@ -23,6 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use clap::Parser;
 use databricks_zerobus_ingest_sdk::{ProtoBytes, ZerobusSdk};
 use sluice_bench::e2e::{
     descriptor, free_port, padding, record, serve_args, wait_ready, AckTimes, Process, Timeline,
@@ -34,47 +35,31 @@ use sluice_bench::table::Table;
 /// Records per stream a timeline can hold.
 const CAPACITY: usize = 2_000_000;
 
+/// Cluster benchmark: router overhead, placement balance, drain, commit rate on one table.
+#[derive(clap::Parser)]
 struct Options {
+    /// The `sluice` binary to benchmark.
+    #[arg(long, default_value = "target/release/sluice")]
     sluice: PathBuf,
+    /// Seconds of each measured window.
+    #[arg(long, default_value_t = 10)]
     seconds: u64,
+    /// Producer streams of the router-overhead scenario.
+    #[arg(long, default_value_t = 16)]
     streams: usize,
+    /// Scenarios to run: overhead, balance, drain, commits.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "overhead,balance,drain,commits"
+    )]
     only: Vec<String>,
+    /// Pod counts of the commit-rate scenario.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
     commit_pods: Vec<usize>,
+    /// Folder of this run's clusters.
+    #[arg(skip = std::env::temp_dir().join(format!("sluice-cluster-bench-{}", std::process::id())))]
     work: PathBuf,
-}
-
-fn parse_options() -> Result<Options> {
-    let mut o = Options {
-        sluice: PathBuf::from("target/release/sluice"),
-        seconds: 10,
-        streams: 16,
-        only: vec![
-            "overhead".into(),
-            "balance".into(),
-            "drain".into(),
-            "commits".into(),
-        ],
-        commit_pods: vec![1, 2, 4, 8],
-        work: std::env::temp_dir().join(format!("sluice-cluster-bench-{}", std::process::id())),
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        let mut value = || args.next().with_context(|| format!("{a} needs a value"));
-        match a.as_str() {
-            "--sluice" => o.sluice = PathBuf::from(value()?),
-            "--seconds" => o.seconds = value()?.parse()?,
-            "--streams" => o.streams = value()?.parse()?,
-            "--only" => o.only = value()?.split(',').map(str::to_string).collect(),
-            "--commit-pods" => {
-                o.commit_pods = value()?
-                    .split(',')
-                    .map(|s| s.trim().parse())
-                    .collect::<Result<_, _>>()?
-            }
-            other => bail!("unknown option {other}"),
-        }
-    }
-    Ok(o)
 }
 
 /// etcd, pods and routers of one scenario, under one folder; all killed on drop.
@@ -642,7 +627,7 @@ async fn commits(opts: &Options) -> Result<()> {
 
 #[tokio::main]
 async fn main() -> Result<()> {
-    let opts = parse_options()?;
+    let opts = Options::parse();
     if !opts.sluice.exists() {
         bail!(
             "{} not found: build it with `cargo build --release -p sluice-server`",

@@ -13,82 +13,39 @@
 //! `--flush-interval 1s`, `--max-inflight N` per stream (default 1000).
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
+use clap::Parser;
 use databricks_zerobus_ingest_sdk::{ProtoBytes, ZerobusSdk};
 use sluice_bench::e2e::{
-    descriptor, padding, record, serve_args, AckTimes, Process, Timeline, ID_STRIDE,
-    TARGET_RECORD_BYTES,
+    descriptor, padding, record, AckTimes, Timeline, ID_STRIDE, TARGET_RECORD_BYTES,
 };
+use sluice_bench::server::Server;
 use sluice_bench::stats::Samples;
 use sluice_bench::table::Table;
 
+/// Trunk benchmark: official-SDK streams into one `sluice serve`; prints records/s, ack latency and freshness.
+#[derive(clap::Parser)]
 struct Options {
+    /// The `sluice` binary to benchmark.
+    #[arg(long, default_value = "target/release/sluice")]
     sluice: PathBuf,
+    /// Seconds per scenario.
+    #[arg(long, default_value_t = 10)]
     seconds: u64,
+    /// Stream counts, one scenario each.
+    #[arg(long, value_delimiter = ',', default_value = "1,16")]
     streams: Vec<usize>,
+    /// The server's `--flush-interval`.
+    #[arg(long, default_value = "1s")]
     flush_interval: String,
+    /// Maximum in-flight requests per stream.
+    #[arg(long, default_value_t = 1000)]
     max_inflight: usize,
-}
-
-fn parse_options() -> Result<Options> {
-    let mut o = Options {
-        sluice: PathBuf::from("target/release/sluice"),
-        seconds: 10,
-        streams: vec![1, 16],
-        flush_interval: "1s".into(),
-        max_inflight: 1000,
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        let mut value = || args.next().with_context(|| format!("{a} needs a value"));
-        match a.as_str() {
-            "--sluice" => o.sluice = PathBuf::from(value()?),
-            "--seconds" => o.seconds = value()?.parse()?,
-            "--streams" => {
-                o.streams = value()?
-                    .split(',')
-                    .map(|s| s.trim().parse())
-                    .collect::<Result<_, _>>()?
-            }
-            "--flush-interval" => o.flush_interval = value()?,
-            "--max-inflight" => o.max_inflight = value()?.parse()?,
-            other => bail!("unknown option {other}"),
-        }
-    }
-    Ok(o)
-}
-
-struct Server {
-    process: Process,
-    url: String,
-}
-
-impl Server {
-    fn start(binary: &Path, data_dir: &Path, flush_interval: &str) -> Result<Server> {
-        let port = sluice_bench::e2e::free_port()?;
-        let url = format!("http://127.0.0.1:{port}");
-        let process = Process::spawn(
-            binary,
-            &serve_args(data_dir, port, flush_interval),
-            &data_dir.join("server.log"),
-            url.clone(),
-        )?;
-        Ok(Server { process, url })
-    }
-
-    async fn wait_ready(&self) -> Result<()> {
-        sluice_bench::e2e::wait_ready(&format!("{}/healthz", self.process.url)).await
-    }
-
-    /// Creates a table; returns its storage location.
-    async fn create_table(&self, name: &str) -> Result<String> {
-        sluice_bench::e2e::create_table(&self.url, name).await
-    }
 }
 
 struct ScenarioResult {
@@ -110,10 +67,12 @@ async fn run_scenario(opts: &Options, streams: usize) -> Result<ScenarioResult> 
     ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
-    let server = Server::start(&opts.sluice, &dir, &opts.flush_interval)?;
+    let server = Server::start(&opts.sluice, &dir, &opts.flush_interval, &[])?;
     server.wait_ready().await?;
     let table = format!("bench.trunk.s{streams}");
-    let location = server.create_table(&table).await?;
+    let location = server
+        .create_table(&table, sluice_bench::e2e::telemetry_columns())
+        .await?;
 
     let sdk = Arc::new(
         ZerobusSdk::builder()
@@ -278,7 +237,7 @@ fn read_ids(uri: &str) -> Result<Vec<i64>> {
 
 #[tokio::main]
 async fn main() -> Result<()> {
-    let opts = parse_options()?;
+    let opts = Options::parse();
     if !opts.sluice.exists() {
         bail!(
             "{} not found: build it with `cargo build --release -p sluice-server`",

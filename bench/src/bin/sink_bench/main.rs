@@ -22,43 +22,33 @@ mod throughput;
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
+use clap::Parser;
 use sluice_bench::server::Server;
 use sluice_bench::table::Table;
 use sluice_server::warehouse::{S3Settings, Warehouse};
 
+/// Delta sink benchmark: freshness (local and S3/moto), sink throughput, compaction, commit rate.
+#[derive(clap::Parser)]
 struct Options {
+    /// The `sluice` binary to benchmark.
+    #[arg(long, default_value = "target/release/sluice")]
     sluice: PathBuf,
+    /// Seconds of each freshness run.
+    #[arg(long, default_value_t = 10)]
     seconds: u64,
+    /// Records per second of the freshness producer.
+    #[arg(long, default_value_t = 2000)]
     rate: u64,
+    /// Seconds of ingest before compaction is measured.
+    #[arg(long, default_value_t = 60)]
     compact_seconds: u64,
+    /// Seconds of each commit-rate run.
+    #[arg(long, default_value_t = 10)]
     commit_seconds: u64,
+    /// Commits of the in-process sink throughput run.
+    #[arg(long, default_value_t = 8)]
     throughput_commits: usize,
-}
-
-fn parse_options() -> Result<Options> {
-    let mut o = Options {
-        sluice: PathBuf::from("target/release/sluice"),
-        seconds: 10,
-        rate: 2000,
-        compact_seconds: 60,
-        commit_seconds: 10,
-        throughput_commits: 8,
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        let mut value = || args.next().with_context(|| format!("{a} needs a value"));
-        match a.as_str() {
-            "--sluice" => o.sluice = PathBuf::from(value()?),
-            "--seconds" => o.seconds = value()?.parse()?,
-            "--rate" => o.rate = value()?.parse()?,
-            "--compact-seconds" => o.compact_seconds = value()?.parse()?,
-            "--commit-seconds" => o.commit_seconds = value()?.parse()?,
-            "--throughput-commits" => o.throughput_commits = value()?.parse()?,
-            other => bail!("unknown option {other}"),
-        }
-    }
-    Ok(o)
 }
 
 /// A server on the local warehouse (`moto`: None) or on S3 under `prefix`.
@@ -88,7 +78,7 @@ fn start(
 
 #[tokio::main]
 async fn main() -> Result<()> {
-    let opts = parse_options()?;
+    let opts = Options::parse();
     if !opts.sluice.exists() {
         bail!(
             "{} not found: cargo build --release -p sluice-server",
