@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test of Sluice. On a fresh machine it first installs what the tests
 # need (idempotent: a second run skips what is already there):
-#   - Debian packages: protobuf-compiler (`protoc`, for the etcd-client crate's build
-#     script) and etcd-server (the real etcd the cluster tests start);
+#   - Debian packages: protobuf-compiler (`protoc`) and libprotobuf-dev (the well-known
+#     `google/protobuf/*.proto` files protoc imports), both for the etcd-client crate's build
+#     script, and etcd-server (the real etcd the cluster tests start);
 #   - a Python virtualenv (.venv) with the official Python Zerobus SDK,
 #     deltalake, polars, pytest and moto's S3 server (tests/python/requirements.txt);
 #     the Rust integration tests start their own `moto_server` processes from it
@@ -15,6 +16,7 @@ cd "$(dirname "$0")/.."
 
 missing=()
 command -v protoc >/dev/null 2>&1 || missing+=(protobuf-compiler)
+[ -f /usr/include/google/protobuf/descriptor.proto ] || missing+=(libprotobuf-dev)
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 if [ ${#missing[@]} -gt 0 ]; then
   sudo=""
