@@ -147,6 +147,12 @@ pub(crate) fn sync_data(file: &mut dyn WritableFile, path: &Path) -> Result<()> 
     })
 }
 
+/// Renames `from` to `to` (durable after [`sync_dir`]).
+pub(crate) fn rename(env: &dyn FileSystem, from: &Path, to: &Path) -> Result<()> {
+    env.rename(from, to)
+        .map_err(|e| WalError::io(format!("rename {} to {}", from.display(), to.display()), e))
+}
+
 /// Cuts `path` to `len` bytes and fsyncs it.
 pub(crate) fn truncate(env: &dyn FileSystem, path: &Path, len: u64) -> Result<()> {
     env.truncate(path, len)

@@ -35,6 +35,7 @@
 //! | [`env`] | the file system behind a trait; a fault-injecting one with `failpoints` |
 //! | `fs` | the log's file operations with error context, over `env` |
 //! | `segment` | segment naming, listing, creating the active segment |
+//! | `spare` | the thread that keeps a zero-filled segment ready for the next rotation |
 //! | `recovery` | scanning and repairing the directory at open |
 //! | `writer` | the group-commit thread |
 //! | `reader` | reading frames back for replay |
@@ -52,6 +53,7 @@ mod options;
 mod reader;
 mod recovery;
 mod segment;
+mod spare;
 mod state;
 mod wal;
 mod writer;

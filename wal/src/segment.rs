@@ -1,6 +1,7 @@
 //! Segment files: their names, the listing of a directory, and the one segment the writer
 //! appends to ([`ActiveSegment`]). Creating a segment is durable before anything is written
-//! into it: preallocate, write the header, `fdatasync` the file, fsync the directory. So
+//! into it: preallocate (or adopt a zero-filled spare, see `spare`), write the header,
+//! `fdatasync` the file, name it (create, or rename the spare), fsync the directory. So
 //! recovery can rely on "a segment exists ⇒ every earlier segment was sealed and synced"
 //! (the writer syncs a segment before it creates the next one).
 
@@ -11,6 +12,7 @@ use crate::env::{FileSystem, WritableFile};
 use crate::error::Result;
 use crate::format::{SegmentHeader, SEGMENT_HEADER_LEN};
 use crate::fs;
+use crate::spare::Spare;
 use crate::Lsn;
 
 /// File name extension of segments.
@@ -103,6 +105,61 @@ impl ActiveSegment {
             limit_lsn: base_lsn + (file_len - SEGMENT_HEADER_LEN as u64),
             next_lsn: base_lsn,
         })
+    }
+
+    /// Turns the prepared `spare` into the segment `{dir}/{base_lsn:020}.wal` (replacing a
+    /// file of that name): header, `fdatasync`, rename, directory fsync. On error both names
+    /// are removed again and the caller creates the segment instead.
+    pub(crate) fn adopt(
+        env: &dyn FileSystem,
+        dir: &Path,
+        spare: Spare,
+        segment_id: u64,
+        base_lsn: Lsn,
+    ) -> Result<Self> {
+        let path = segment_path(dir, base_lsn);
+        let Spare {
+            mut file,
+            path: spare_path,
+            len,
+        } = spare;
+        let header = SegmentHeader {
+            segment_id,
+            base_lsn,
+        }
+        .encode();
+        let adopted = fs::write_all_at(file.as_mut(), &mut [IoSlice::new(&header)], 0, &spare_path)
+            .and_then(|()| fs::sync_data(file.as_mut(), &spare_path))
+            .and_then(|()| fs::rename(env, &spare_path, &path))
+            .and_then(|()| fs::sync_dir(env, dir));
+        if let Err(e) = adopted {
+            drop(file);
+            for leftover in [&spare_path, &path] {
+                if leftover.exists() {
+                    if let Err(cleanup) = fs::remove_file(env, leftover) {
+                        tracing::warn!(error = %cleanup, "could not remove a half-adopted segment");
+                    }
+                }
+            }
+            return Err(e);
+        }
+        tracing::debug!(path = %path.display(), segment_id, base_lsn, len, "adopted a prepared segment");
+        Ok(ActiveSegment {
+            file,
+            meta: SegmentMeta { base_lsn, path },
+            limit_lsn: base_lsn + (len - SEGMENT_HEADER_LEN as u64),
+            next_lsn: base_lsn,
+        })
+    }
+
+    /// Bytes of LSN space this segment holds.
+    pub(crate) fn capacity(&self) -> u64 {
+        self.limit_lsn - self.meta.base_lsn
+    }
+
+    /// Bytes of LSN space written so far.
+    pub(crate) fn used(&self) -> u64 {
+        self.next_lsn - self.meta.base_lsn
     }
 
     pub(crate) fn meta(&self) -> &SegmentMeta {

@@ -24,6 +24,7 @@ use crate::options::WalOptions;
 use crate::reader::{Frame, FrameReader};
 use crate::recovery::{self, Outcome, Recovered};
 use crate::segment::{list_segments, ActiveSegment};
+use crate::spare::{self, Preparer};
 use crate::state::{lock, DurableState, Shared};
 use crate::writer::{Command, Pending, Writer};
 use crate::Lsn;
@@ -94,6 +95,7 @@ impl Wal {
         let dir = opts.dir.clone();
         fs::create_dir_all(&dir)?;
         let dir_lock = fs::lock_dir(&dir)?;
+        spare::remove_leftovers(env.as_ref(), &dir)?;
         let has_segments = !list_segments(env.as_ref(), &dir)?.is_empty();
         let id = identity::load_or_create(&dir, has_segments)?;
         let Outcome {
@@ -139,6 +141,7 @@ impl Wal {
             durability: opts.durability,
             unsynced: false,
             deferred: Default::default(),
+            preparer: Preparer::start(Arc::clone(&env), dir.clone(), opts.segment_bytes)?,
         }
         .spawn()?;
 

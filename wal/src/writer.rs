@@ -17,8 +17,9 @@
 //!
 //! Rotation: when a frame does not fit the active segment, the writer writes what fits,
 //! `fdatasync`s the segment (in every durability mode, so a later segment never exists
-//! beside an unsynced earlier one), and creates the next segment with `base_lsn` = that
-//! frame's LSN.
+//! beside an unsynced earlier one), and starts the next segment with `base_lsn` = that
+//! frame's LSN: the zero-filled spare the preparer thread made ready (`spare`; asked for
+//! when the active segment passed half full), else a freshly created one.
 //!
 //! Failure: the first sync error, and the first write or create error other than a full
 //! disk, is final. The writer records it, publishes `DurableState::failed`, closes the queue
@@ -47,9 +48,12 @@ use tokio::sync::{watch, OwnedSemaphorePermit};
 
 use crate::env::FileSystem;
 use crate::error::{Result, WalError};
-use crate::format::{frame_len, FrameHeader, FRAME_HEADER_LEN, MAX_BATCH_BYTES};
+use crate::format::{
+    frame_len, FrameHeader, FRAME_HEADER_LEN, MAX_BATCH_BYTES, SEGMENT_HEADER_LEN,
+};
 use crate::options::Durability;
 use crate::segment::ActiveSegment;
+use crate::spare::Preparer;
 use crate::state::{lock, DurableState, Failure, Shared};
 use crate::Lsn;
 
@@ -94,17 +98,23 @@ pub(crate) struct Writer {
     pub unsynced: bool,
     /// Commands received while waiting for space, served before the channel.
     pub deferred: VecDeque<Command>,
+    /// Keeps a zero-filled segment ready for the next rotation (see `spare`).
+    pub preparer: Preparer,
 }
 
 impl Writer {
     pub(crate) fn spawn(self) -> Result<JoinHandle<()>> {
         std::thread::Builder::new()
             .name("sluice-wal-writer".into())
-            .spawn(move || self.run())
+            .spawn(move || {
+                let mut writer = self;
+                writer.run();
+                writer.preparer.stop(writer.env.as_ref());
+            })
             .map_err(|e| WalError::io("spawn the WAL writer thread", e))
     }
 
-    fn run(mut self) {
+    fn run(&mut self) {
         loop {
             let Some(first) = self.deferred.pop_front().or_else(|| self.rx.recv().ok()) else {
                 // Every handle is gone without a close: still leave the log synced.
@@ -282,6 +292,9 @@ impl Writer {
         }
         self.active.write(&mut slices, last.end_lsn())?;
         self.unsynced = true;
+        if self.active.used() * 2 >= self.active.capacity() {
+            self.preparer.request();
+        }
         metrics::counter!("sluice_wal_bytes_written_total").increment(bytes);
         Ok(())
     }
@@ -289,14 +302,33 @@ impl Writer {
     /// Seals the active segment (synced) and makes a new one start at `base_lsn`.
     fn rotate(&mut self, base_lsn: Lsn, first_frame_bytes: u64) -> Result<()> {
         self.sync()?;
-        let next = ActiveSegment::create(
-            self.env.as_ref(),
-            &self.dir,
-            self.next_segment_id,
-            base_lsn,
-            self.segment_bytes,
-            first_frame_bytes,
-        )?;
+        let env = self.env.as_ref();
+        let adopted = self
+            .preparer
+            .take(SEGMENT_HEADER_LEN as u64 + first_frame_bytes)
+            .and_then(|spare| {
+                ActiveSegment::adopt(env, &self.dir, spare, self.next_segment_id, base_lsn)
+                    .inspect_err(|e| {
+                        tracing::warn!(error = %e, "could not adopt the prepared segment; creating one");
+                    })
+                    .ok()
+            });
+        metrics::counter!(
+            "sluice_wal_rotations_total",
+            "segment" => if adopted.is_some() { "prepared" } else { "created" }
+        )
+        .increment(1);
+        let next = match adopted {
+            Some(segment) => segment,
+            None => ActiveSegment::create(
+                env,
+                &self.dir,
+                self.next_segment_id,
+                base_lsn,
+                self.segment_bytes,
+                first_frame_bytes,
+            )?,
+        };
         self.next_segment_id += 1;
         let mut segments = lock(&self.shared.segments);
         // An active segment that holds no frame yet is replaced in place (same name).

@@ -90,6 +90,10 @@ impl FileSystem for DefaultFileSystem {
         std::fs::remove_file(path)
     }
 
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::rename(from, to)
+    }
+
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         File::open(dir)?.sync_all()
     }

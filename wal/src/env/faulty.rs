@@ -39,6 +39,8 @@ struct State {
     /// Content at the last successful sync of every file created here (`None`: never
     /// synced).
     images: HashMap<PathBuf, Option<Vec<u8>>>,
+    /// Old name → new name of every rename, so an open file finds its current name.
+    renamed: HashMap<PathBuf, PathBuf>,
     syncs: u64,
     writes: u64,
 }
@@ -173,6 +175,9 @@ impl WritableFile for FaultyFile {
             return Err(errno(code));
         }
         self.inner.sync_data()?;
+        while let Some(new) = state.renamed.get(&self.path) {
+            self.path = new.clone();
+        }
         let image = std::fs::read(&self.path)?;
         state.images.insert(self.path.clone(), Some(image));
         state.syncs += 1;
@@ -194,6 +199,8 @@ impl FileSystem for FaultyFileSystem {
         }
         let inner = DefaultFileSystem.create_preallocated(path, len)?;
         state.images.insert(path.to_path_buf(), None);
+        // A new file under a name an older file was renamed away from.
+        state.renamed.remove(path);
         Ok(Box::new(FaultyFile {
             inner,
             path: path.to_path_buf(),
@@ -226,6 +233,18 @@ impl FileSystem for FaultyFileSystem {
         Self::check_on(&state)?;
         DefaultFileSystem.remove_file(path)?;
         state.images.remove(path);
+        Ok(())
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let mut state = self.state();
+        Self::check_on(&state)?;
+        DefaultFileSystem.rename(from, to)?;
+        if let Some(image) = state.images.remove(from) {
+            state.images.insert(to.to_path_buf(), image);
+        }
+        state.renamed.remove(to);
+        state.renamed.insert(from.to_path_buf(), to.to_path_buf());
         Ok(())
     }
 

@@ -16,6 +16,8 @@
 //!   directory durable.
 //! - [`FileSystem::create_preallocated`] reserves the space: writes inside `len` bytes do not
 //!   change the file's size.
+//! - [`FileSystem::rename`] replaces the target atomically; a [`WritableFile`] opened before
+//!   keeps writing to the same file under its new name.
 //!
 //! [`DefaultFileSystem`] is the real thing (`std::fs` plus `fallocate`, `flock`-free).
 //! With the cargo feature `failpoints`, [`FaultyFileSystem`] wraps it and injects short
@@ -57,6 +59,8 @@ pub trait FileSystem: Send + Sync + 'static {
     fn truncate(&self, path: &Path, len: u64) -> io::Result<()>;
     /// Removes the file at `path` (durable only after [`FileSystem::sync_dir`]).
     fn remove_file(&self, path: &Path) -> io::Result<()>;
+    /// Renames `from` to `to`, replacing `to` (durable only after [`FileSystem::sync_dir`]).
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// fsyncs the directory itself.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
 }

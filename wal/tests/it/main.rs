@@ -9,5 +9,6 @@ mod append_and_read;
 mod back_pressure;
 mod common;
 mod failure;
+mod prepared_segments;
 mod recovery;
 mod rotation_and_purge;

@@ -1,28 +1,54 @@
-//! A [`FileSystem`] that counts `fdatasync` calls: the WAL's own seam, used to report
-//! fsyncs/s without touching the log.
+//! A [`FileSystem`] that counts and times `fdatasync` calls and counts the prepared segments
+//! adopted (the WAL renames only those): the WAL's own seam, used to report fsyncs/s, the
+//! fdatasync latency the disk gave during a run and the rotations, without touching the log.
 
 use std::io::{self, IoSlice, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use sluice_bench::stats::Samples;
 
 use sluice_wal::env::{DefaultFileSystem, FileSystem, WritableFile};
 
-/// The real file system plus a shared sync counter.
+/// The real file system plus shared counters.
 #[derive(Clone, Default)]
 pub struct CountingFs {
-    pub syncs: Arc<AtomicU64>,
+    counters: Arc<Counters>,
+}
+
+#[derive(Default)]
+struct Counters {
+    syncs: AtomicU64,
+    renames: AtomicU64,
+    /// Duration of every file `fdatasync`, in milliseconds.
+    sync_ms: Mutex<Samples>,
 }
 
 impl CountingFs {
     pub fn syncs(&self) -> u64 {
-        self.syncs.load(Ordering::Relaxed)
+        self.counters.syncs.load(Ordering::Relaxed)
+    }
+
+    /// Prepared (zero-filled) segments adopted by a rotation: the WAL renames only those.
+    pub fn adopted(&self) -> u64 {
+        self.counters.renames.load(Ordering::Relaxed)
+    }
+
+    /// The `fdatasync` durations recorded so far.
+    pub fn sync_ms(&self) -> Samples {
+        self.counters
+            .sync_ms
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 }
 
 struct CountingFile {
     inner: Box<dyn WritableFile>,
-    syncs: Arc<AtomicU64>,
+    counters: Arc<Counters>,
 }
 
 impl WritableFile for CountingFile {
@@ -31,8 +57,15 @@ impl WritableFile for CountingFile {
     }
 
     fn sync_data(&mut self) -> io::Result<()> {
+        let started = Instant::now();
         self.inner.sync_data()?;
-        self.syncs.fetch_add(1, Ordering::Relaxed);
+        let took = started.elapsed();
+        self.counters.syncs.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .sync_ms
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push_ms(took);
         Ok(())
     }
 }
@@ -43,9 +76,10 @@ impl FileSystem for CountingFs {
     }
 
     fn create_preallocated(&self, path: &Path, len: u64) -> io::Result<Box<dyn WritableFile>> {
+        let inner = DefaultFileSystem.create_preallocated(path, len)?;
         Ok(Box::new(CountingFile {
-            inner: DefaultFileSystem.create_preallocated(path, len)?,
-            syncs: Arc::clone(&self.syncs),
+            inner,
+            counters: Arc::clone(&self.counters),
         }))
     }
 
@@ -63,6 +97,12 @@ impl FileSystem for CountingFs {
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         DefaultFileSystem.remove_file(path)
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        DefaultFileSystem.rename(from, to)?;
+        self.counters.renames.fetch_add(1, Ordering::Relaxed);
+        Ok(())
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {

@@ -11,8 +11,11 @@ pub struct FioResult {
     pub sync_p99_ms: f64,
 }
 
-pub fn run(fio: &str, dir: &Path, bytes: u64) -> anyhow::Result<FioResult> {
+/// `overwrite`: fio lays the whole file out (writes it) before the timed run, like the WAL's
+/// prepared segments; otherwise it times writes into a freshly `fallocate`d file.
+pub fn run(fio: &str, dir: &Path, bytes: u64, overwrite: bool) -> anyhow::Result<FioResult> {
     let out = Command::new(fio)
+        .arg(format!("--overwrite={}", u8::from(overwrite)))
         .args([
             "--name=wal-seed",
             "--rw=write",

@@ -17,6 +17,12 @@ pub struct ScalingResult {
     pub p50_ms: f64,
     pub p99_ms: f64,
     pub fsyncs_per_s: f64,
+    /// The disk's fdatasync latency during the run (every sync, rotations included).
+    pub sync_p50_ms: f64,
+    pub sync_p99_ms: f64,
+    /// Rotations during the run, and how many of them adopted a prepared segment.
+    pub rotations: u64,
+    pub adopted: u64,
 }
 
 pub async fn run(
@@ -50,6 +56,15 @@ pub async fn run(
     }
     let elapsed = started.elapsed().as_secs_f64();
     let syncs = fs.syncs() - syncs_before;
+    let mut sync_ms = fs.sync_ms();
+    let adopted = fs.adopted();
+    // The first segment is created at open; every other one was created or adopted by a
+    // rotation (a created spare that was never adopted is not a rotation).
+    let rotations = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().extension().is_some_and(|x| x == "wal"))
+        .count()
+        .saturating_sub(1) as u64;
     wal.close()?;
     Ok(ScalingResult {
         records_per_s: records as f64 / elapsed,
@@ -57,6 +72,10 @@ pub async fn run(
         p50_ms: lat.quantile(0.50),
         p99_ms: lat.quantile(0.99),
         fsyncs_per_s: syncs as f64 / elapsed,
+        sync_p50_ms: sync_ms.quantile(0.50),
+        sync_p99_ms: sync_ms.quantile(0.99),
+        rotations,
+        adopted,
     })
 }
 

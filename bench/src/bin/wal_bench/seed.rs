@@ -1,11 +1,31 @@
 //! The seed recipe through the WAL: one writer, 2300-byte records, each awaited until
-//! durable (so every record gets its own fdatasync).
+//! durable (so every record gets its own fdatasync). Run twice: on a fresh log, whose first
+//! segment is `fallocate`d (like fio's fresh file), and on the zero-filled segment a running
+//! log rotates into (like fio `--overwrite=1`).
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
+use anyhow::Context;
 use sluice_bench::stats::Samples;
 use sluice_wal::{Wal, WalOptions};
+
+use crate::counting_fs::CountingFs;
+
+/// Which segment the measured records go to.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Segment {
+    /// The first segment of a fresh log (`fallocate`d at open).
+    First,
+    /// A prepared (zero-filled) segment, adopted at a rotation.
+    Prepared,
+}
+
+/// Filler frame used to reach a rotation onto a prepared segment.
+const FILLER_BYTES: usize = 1 << 20;
+/// Give up if no prepared segment was adopted after this many filler frames.
+const MAX_FILLER_FRAMES: usize = 2048;
 
 pub struct SeedResult {
     pub iops: f64,
@@ -13,9 +33,13 @@ pub struct SeedResult {
     pub p99_ms: f64,
 }
 
-pub async fn run(dir: &Path, bytes: u64) -> anyhow::Result<SeedResult> {
+pub async fn run(dir: &Path, bytes: u64, segment: Segment) -> anyhow::Result<SeedResult> {
     let _ = std::fs::remove_dir_all(dir);
-    let (wal, _) = Wal::open(WalOptions::new(dir))?;
+    let fs = CountingFs::default();
+    let (wal, _) = Wal::open_with_fs(WalOptions::new(dir), Arc::new(fs.clone()))?;
+    if segment == Segment::Prepared {
+        rotate_onto_prepared(&wal, &fs).await?;
+    }
     let records = (bytes / 2300).max(1);
     let mut lat = Samples::new();
     let started = Instant::now();
@@ -35,5 +59,22 @@ pub async fn run(dir: &Path, bytes: u64) -> anyhow::Result<SeedResult> {
         iops: records as f64 / elapsed.as_secs_f64(),
         p50_ms: lat.quantile(0.50),
         p99_ms: lat.quantile(0.99),
+    })
+}
+
+/// Appends durable 1 MiB filler frames until a rotation has adopted a prepared segment; at
+/// most one filler frame is then in it, so the measured records fit behind it.
+async fn rotate_onto_prepared(wal: &Wal, fs: &CountingFs) -> anyhow::Result<()> {
+    let filler = vec![0xa5u8; FILLER_BYTES];
+    for _ in 0..MAX_FILLER_FRAMES {
+        let r = wal.reserve(filler.len()).await?;
+        let end = wal.append(r, 1, filler.clone())?;
+        wal.wait_durable(end).await?;
+        if fs.adopted() > 0 {
+            return Ok(());
+        }
+    }
+    None.with_context(|| {
+        format!("no prepared segment adopted after {MAX_FILLER_FRAMES} MiB of filler frames")
     })
 }
