@@ -70,6 +70,9 @@ pub struct ServeConfig {
     /// Size every WAL segment file is preallocated to (`--wal-segment-bytes`).
     /// Default: 64 MiB.
     pub wal_segment_bytes: u64,
+    /// Keep a zero-filled WAL segment ready for each rotation
+    /// (`--wal-prepare-segments`). Default: true.
+    pub wal_prepare_segments: bool,
     /// Cluster membership: everything a pod needs to join one. Default: none
     /// (single node, embedded catalog).
     pub cluster: Option<ClusterConfig>,
@@ -111,6 +114,7 @@ impl ServeConfig {
             limits: crate::limits::Limits::default(),
             wal_fsync: true,
             wal_segment_bytes: 64 << 20,
+            wal_prepare_segments: true,
             cluster: None,
         }
     }

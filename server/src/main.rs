@@ -183,6 +183,10 @@ struct ServeArgs {
     /// segment of its own).
     #[arg(long, default_value_t = 64 << 20)]
     wal_segment_bytes: u64,
+    /// Keep a zero-filled WAL segment ready for each rotation (written in the background):
+    /// fdatasyncs into it skip a journal commit, at the price of writing every segment twice.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    wal_prepare_segments: bool,
     /// How often each table's background upkeep (checkpoint, compaction, vacuum) runs.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     upkeep_interval: Duration,
@@ -385,6 +389,7 @@ async fn main() -> anyhow::Result<()> {
             config.flush_interval = args.flush_interval;
             config.flush_bytes = args.flush_bytes;
             config.wal_segment_bytes = args.wal_segment_bytes;
+            config.wal_prepare_segments = args.wal_prepare_segments;
             config.upkeep = sluice_server::sink::upkeep::UpkeepConfig {
                 interval: args.upkeep_interval,
                 compact_min_files: args.compact_min_files,

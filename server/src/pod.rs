@@ -85,6 +85,7 @@ impl Pod {
         )?);
         let mut wal_options = WalOptions::new(config.data_dir.join("wal"));
         wal_options.segment_bytes = config.wal_segment_bytes;
+        wal_options.prepare_segments = config.wal_prepare_segments;
         wal_options.durability = if config.wal_fsync {
             Durability::Fsync
         } else {

@@ -66,8 +66,8 @@ impl Slot {
     }
 }
 
-/// The preparer thread and its slot. Dropping it without [`Preparer::stop`] leaves the
-/// thread to notice at its next wake-up; `stop` is what the log calls.
+/// The preparer thread and its slot. [`Preparer::stop`] is what the log calls; dropping it
+/// without that only tells the thread to end (an unused spare then stays until the next open).
 pub(crate) struct Preparer {
     shared: Arc<(Mutex<Slot>, Condvar)>,
     thread: Option<JoinHandle<()>>,
@@ -127,6 +127,15 @@ impl Preparer {
         if let Some(spare) = lock(slot).ready.take() {
             discard(env, spare);
         }
+    }
+}
+
+impl Drop for Preparer {
+    /// Without [`Preparer::stop`] (the writer thread panicked), still lets the thread end.
+    fn drop(&mut self) {
+        let (slot, wake) = &*self.shared;
+        lock(slot).stop = true;
+        wake.notify_one();
     }
 }
 

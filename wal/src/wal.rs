@@ -141,7 +141,15 @@ impl Wal {
             durability: opts.durability,
             unsynced: false,
             deferred: Default::default(),
-            preparer: Preparer::start(Arc::clone(&env), dir.clone(), opts.segment_bytes)?,
+            preparer: if opts.prepare_segments {
+                Some(Preparer::start(
+                    Arc::clone(&env),
+                    dir.clone(),
+                    opts.segment_bytes,
+                )?)
+            } else {
+                None
+            },
         }
         .spawn()?;
 

@@ -98,8 +98,9 @@ pub(crate) struct Writer {
     pub unsynced: bool,
     /// Commands received while waiting for space, served before the channel.
     pub deferred: VecDeque<Command>,
-    /// Keeps a zero-filled segment ready for the next rotation (see `spare`).
-    pub preparer: Preparer,
+    /// Keeps a zero-filled segment ready for the next rotation (see `spare`); `None` when
+    /// `WalOptions::prepare_segments` is off.
+    pub preparer: Option<Preparer>,
 }
 
 impl Writer {
@@ -109,7 +110,9 @@ impl Writer {
             .spawn(move || {
                 let mut writer = self;
                 writer.run();
-                writer.preparer.stop(writer.env.as_ref());
+                if let Some(preparer) = writer.preparer.as_mut() {
+                    preparer.stop(writer.env.as_ref());
+                }
             })
             .map_err(|e| WalError::io("spawn the WAL writer thread", e))
     }
@@ -292,8 +295,10 @@ impl Writer {
         }
         self.active.write(&mut slices, last.end_lsn())?;
         self.unsynced = true;
-        if self.active.used() * 2 >= self.active.capacity() {
-            self.preparer.request();
+        if let Some(preparer) = &self.preparer {
+            if self.active.used() * 2 >= self.active.capacity() {
+                preparer.request();
+            }
         }
         metrics::counter!("sluice_wal_bytes_written_total").increment(bytes);
         Ok(())
@@ -305,7 +310,8 @@ impl Writer {
         let env = self.env.as_ref();
         let adopted = self
             .preparer
-            .take(SEGMENT_HEADER_LEN as u64 + first_frame_bytes)
+            .as_ref()
+            .and_then(|preparer| preparer.take(SEGMENT_HEADER_LEN as u64 + first_frame_bytes))
             .and_then(|spare| {
                 ActiveSegment::adopt(env, &self.dir, spare, self.next_segment_id, base_lsn)
                     .inspect_err(|e| {

@@ -27,6 +27,9 @@ use crate::ledger::{finish_producers, open_stream, produce, snapshot_unacked, Le
 
 /// Producer streams.
 const STREAMS: i64 = 8;
+/// Small WAL segments, so that the kills also land during rotations, adoptions of prepared
+/// (zero-filled) segments and purges, not only during appends to one big segment.
+const WAL_SEGMENT_BYTES: &str = "262144";
 
 fn kills_wanted() -> usize {
     std::env::var("SLUICE_TORTURE_KILLS")
@@ -41,7 +44,12 @@ async fn given_sigkills_at_random_instants_then_every_acked_record_is_in_delta_a
     let kills = kills_wanted();
     let started = Instant::now();
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut server = Server::start(dir.path(), "500ms").await;
+    let mut server = Server::start_with_args(
+        dir.path(),
+        "500ms",
+        &["--wal-segment-bytes", WAL_SEGMENT_BYTES],
+    )
+    .await;
     let table = "main.torture.records";
     let location = server
         .create_table_at(table, "id BIGINT NOT NULL, stream BIGINT, seq BIGINT")
@@ -64,9 +72,19 @@ async fn given_sigkills_at_random_instants_then_every_acked_record_is_in_delta_a
 
     let mut unacked_at_kill: HashSet<i64> = HashSet::new();
     let mut rng = rand::rng();
+    let mut rotations = 0.0;
+    let mut prepared_rotations = 0.0;
     for kill in 0..kills {
         let uptime = Duration::from_millis(rng.random_range(200..1500));
         tokio::time::sleep(uptime).await;
+        let counts = server
+            .metrics(&[
+                "sluice_wal_rotations_total",
+                "sluice_wal_rotations_total{segment=\"prepared\"}",
+            ])
+            .await;
+        rotations += counts[0];
+        prepared_rotations += counts[1];
         server.kill();
         let unacked = snapshot_unacked(&ledgers, &mut unacked_at_kill);
         eprintln!(
@@ -90,12 +108,17 @@ async fn given_sigkills_at_random_instants_then_every_acked_record_is_in_delta_a
 
     let verdict = Verdict::of_table(&ledgers, &location, &unacked_at_kill).await;
     eprintln!(
-        "crash torture: {kills} kills in {:.1?}; {sent} records sent, {} unacked at some kill; {}",
+        "crash torture: {kills} kills in {:.1?}; {sent} records sent, {} unacked at some kill; \
+         {rotations} WAL rotations before the kills, {prepared_rotations} onto prepared segments; {}",
         started.elapsed(),
         unacked_at_kill.len(),
         verdict.summary()
     );
     verdict.assert_holds();
+    assert!(
+        prepared_rotations > 0.0,
+        "the kills should land in a log that rotates onto prepared segments ({rotations} rotations)"
+    );
 }
 
 fn tail(log: &str) -> &str {

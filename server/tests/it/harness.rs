@@ -84,6 +84,31 @@ impl Server {
         wait_http_ok(&url, "sluice serve", child, &log, Duration::from_secs(60)).await;
     }
 
+    /// The sum of the values of the Prometheus series whose line starts with `name` (a
+    /// metric name, optionally with its labels).
+    pub async fn metric(&self, name: &str) -> f64 {
+        self.metrics(&[name]).await[0]
+    }
+
+    /// [`Server::metric`] for each of `names`, all from one scrape.
+    pub async fn metrics(&self, names: &[&str]) -> Vec<f64> {
+        let text = reqwest::get(format!("{}/metrics", self.url))
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("metrics text");
+        names
+            .iter()
+            .map(|name| {
+                text.lines()
+                    .filter(|l| l.starts_with(name) && !l.starts_with('#'))
+                    .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                    .sum()
+            })
+            .collect()
+    }
+
     /// The server's log so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.data_dir.join("server.log")).unwrap_or_default()

@@ -16,19 +16,6 @@ use crate::harness::Server;
 use crate::moto::{python_read, Moto};
 use crate::rows::rows_as_json;
 
-async fn metric(server: &Server, name: &str) -> f64 {
-    let text = reqwest::get(format!("{}/metrics", server.url))
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("metrics text");
-    text.lines()
-        .filter(|l| l.starts_with(name) && !l.starts_with('#'))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_ingest_on_s3_when_compaction_and_checkpoints_run_beside_it_then_rows_stay_files_shrink_and_python_reads_the_checkpoint(
 ) {
@@ -112,8 +99,8 @@ async fn given_ingest_on_s3_when_compaction_and_checkpoints_run_beside_it_then_r
         String::from_utf8_lossy(&out.stderr)
     );
 
-    let appends = metric(&server, "sluice_sink_commits_total").await;
-    let compacted = metric(&server, "sluice_upkeep_files_compacted_total").await;
+    let appends = server.metric("sluice_sink_commits_total").await;
+    let compacted = server.metric("sluice_upkeep_files_compacted_total").await;
     let out = server.cli(&["table", "vacuum", table, "--retention", "0s"]);
     assert!(
         out.status.success(),

@@ -1,4 +1,4 @@
-//! A [`FileSystem`] that counts and times `fdatasync` calls and counts the prepared segments
+//! A [`FileSystem`] that times `pwritev` calls, counts and times `fdatasync` calls, and counts the prepared segments
 //! adopted (the WAL renames only those): the WAL's own seam, used to report fsyncs/s, the
 //! fdatasync latency the disk gave during a run and the rotations, without touching the log.
 
@@ -24,6 +24,8 @@ struct Counters {
     renames: AtomicU64,
     /// Duration of every file `fdatasync`, in milliseconds.
     sync_ms: Mutex<Samples>,
+    /// Duration of every `pwritev` call, in milliseconds.
+    write_ms: Mutex<Samples>,
 }
 
 impl CountingFs {
@@ -38,11 +40,12 @@ impl CountingFs {
 
     /// The `fdatasync` durations recorded so far.
     pub fn sync_ms(&self) -> Samples {
-        self.counters
-            .sync_ms
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        lock(&self.counters.sync_ms).clone()
+    }
+
+    /// The `pwritev` durations recorded so far.
+    pub fn write_ms(&self) -> Samples {
+        lock(&self.counters.write_ms).clone()
     }
 }
 
@@ -53,7 +56,10 @@ struct CountingFile {
 
 impl WritableFile for CountingFile {
     fn write_vectored_at(&mut self, bufs: &[IoSlice<'_>], offset: u64) -> io::Result<usize> {
-        self.inner.write_vectored_at(bufs, offset)
+        let started = Instant::now();
+        let written = self.inner.write_vectored_at(bufs, offset)?;
+        lock(&self.counters.write_ms).push_ms(started.elapsed());
+        Ok(written)
     }
 
     fn sync_data(&mut self) -> io::Result<()> {
@@ -61,13 +67,13 @@ impl WritableFile for CountingFile {
         self.inner.sync_data()?;
         let took = started.elapsed();
         self.counters.syncs.fetch_add(1, Ordering::Relaxed);
-        self.counters
-            .sync_ms
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push_ms(took);
+        lock(&self.counters.sync_ms).push_ms(took);
         Ok(())
     }
+}
+
+fn lock(samples: &Mutex<Samples>) -> std::sync::MutexGuard<'_, Samples> {
+    samples.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl FileSystem for CountingFs {

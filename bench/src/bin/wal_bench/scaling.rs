@@ -20,6 +20,8 @@ pub struct ScalingResult {
     /// The disk's fdatasync latency during the run (every sync, rotations included).
     pub sync_p50_ms: f64,
     pub sync_p99_ms: f64,
+    /// Median time of one `pwritev` (a batch's frames, the preparer's zeros too).
+    pub write_p50_ms: f64,
     /// Rotations during the run, and how many of them adopted a prepared segment.
     pub rotations: u64,
     pub adopted: u64,
@@ -30,10 +32,13 @@ pub async fn run(
     appenders: usize,
     size: usize,
     duration: Duration,
+    prepare_segments: bool,
 ) -> anyhow::Result<ScalingResult> {
     let _ = std::fs::remove_dir_all(dir);
     let fs = CountingFs::default();
-    let (wal, _) = Wal::open_with_fs(WalOptions::new(dir), Arc::new(fs.clone()))?;
+    let mut opts = WalOptions::new(dir);
+    opts.prepare_segments = prepare_segments;
+    let (wal, _) = Wal::open_with_fs(opts, Arc::new(fs.clone()))?;
     let stop = Arc::new(AtomicBool::new(false));
     let syncs_before = fs.syncs();
     let started = Instant::now();
@@ -57,6 +62,7 @@ pub async fn run(
     let elapsed = started.elapsed().as_secs_f64();
     let syncs = fs.syncs() - syncs_before;
     let mut sync_ms = fs.sync_ms();
+    let mut write_ms = fs.write_ms();
     let adopted = fs.adopted();
     // The first segment is created at open; every other one was created or adopted by a
     // rotation (a created spare that was never adopted is not a rotation).
@@ -74,6 +80,7 @@ pub async fn run(
         fsyncs_per_s: syncs as f64 / elapsed,
         sync_p50_ms: sync_ms.quantile(0.50),
         sync_p99_ms: sync_ms.quantile(0.99),
+        write_p50_ms: write_ms.quantile(0.50),
         rotations,
         adopted,
     })
