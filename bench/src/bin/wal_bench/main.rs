@@ -1,12 +1,16 @@
 //! `wal-bench` (feature `walbench`): how close Sluice's WAL gets to the disk.
 //!
 //! 1. The seed recipe for log disks: 2300-byte records, one writer, one fdatasync per
-//!    record, through the WAL; and in the same run
+//!    record, through the WAL (on a fresh log's first, `fallocate`d segment, and on a
+//!    prepared, zero-filled one); and in the same run
 //!    `fio --rw=write --ioengine=sync --fdatasync=1 --size=22m --bs=2300` on the same
-//!    directory. IOPS and fdatasync p50/p99 for both.
-//! 2. Group-commit scaling: 1, 16, 256 concurrent appenders, 200 B and 2300 B records:
-//!    records/s, MB/s, ack latency p50/p99, fsyncs/s. Goal: at 256 appenders, records/s
-//!    ≥ 50× the single-writer fsync IOPS, with p99 ack ≤ 2× the disk's fdatasync p99.
+//!    directory (as given, and with `--overwrite=1`, a file written before). IOPS and
+//!    fdatasync p50/p99 for all.
+//! 2. Group-commit scaling: 1, 16, 256 concurrent appenders, 200 B and 2300 B records, each
+//!    point with prepared segments and with `fallocate`d ones, alternating run by run:
+//!    records/s, MB/s, ack latency p50/p99, fsyncs/s, the fdatasync and pwritev latencies the
+//!    disk gave during the run, rotations. Goal: at 256 appenders, records/s ≥ 50× the
+//!    single-writer fsync IOPS (fio as given), with p99 ack ≤ 2× fio's fdatasync p99.
 //!
 //! 3. The message-queue scenarios of the Milvus NATS/RocksMQ comparison (1 KB × 50 000,
 //!    64 KB × 10 000, 1 MB × 500, 5 MB × 100; publish all durably, then read all back):
