@@ -3,9 +3,11 @@
 # need (idempotent: a second run skips what is already there):
 #   - Debian packages: protobuf-compiler (`protoc`) and libprotobuf-dev (the well-known
 #     `google/protobuf/*.proto` files protoc imports), both for the etcd-client crate's build
-#     script, and etcd-server (the real etcd the cluster tests start);
+#     script, etcd-server (the real etcd the cluster tests start) and libfuse2 (the FUSE
+#     library fusepy drives: tests/fuse/faulty_fs.py, the WAL's fdatasync-error test; as
+#     root it mounts without fusermount);
 #   - a Python virtualenv (.venv) with the official Python Zerobus SDK,
-#     deltalake, polars, pytest and moto's S3 server (tests/python/requirements.txt);
+#     deltalake, polars, pytest, moto's S3 server and fusepy (tests/python/requirements.txt);
 #     the Rust integration tests start their own `moto_server` processes from it
 #     (a real S3-compatible server on loopback, one per test, killed after it);
 # then builds and runs the Rust tests (unit, property and integration tests,
@@ -18,6 +20,7 @@ missing=()
 command -v protoc >/dev/null 2>&1 || missing+=(protobuf-compiler)
 [ -f /usr/include/google/protobuf/descriptor.proto ] || missing+=(libprotobuf-dev)
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
+ldconfig -p 2>/dev/null | grep 'libfuse\.so\.2 ' >/dev/null || missing+=(libfuse2)
 if [ ${#missing[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" = 0 ] || sudo=sudo

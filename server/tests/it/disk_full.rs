@@ -7,20 +7,18 @@
 //! never panics and stays healthy; once space returns, ingest resumes without a restart, and
 //! the Delta table holds every record whose ack a producer saw, each once.
 //!
-//! Mounting needs root (CAP_SYS_ADMIN), which CI and the development machines have. Where
-//! mounting is not permitted the test fails saying so; `SLUICE_SKIP_MOUNT_TESTS=1` skips it
-//! knowingly.
+//! Mounting needs root (see `mounts.rs`); where it is not permitted the test fails saying
+//! so.
 
 use std::collections::HashSet;
-use std::ffi::CString;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use arrow_array::{Array, Int64Array};
 use databricks_zerobus_ingest_sdk::{JsonString, ZerobusError, ZerobusStream};
 
-use crate::harness::{read_delta, Server, CLIENT_ID, CLIENT_SECRET};
+use crate::harness::{read_delta, Server};
+use crate::mounts::{c_path, mounted_or_fail, serve_on_mount, skip_mount_test, TmpfsMount};
 
 const TABLE: &str = "main.disk.full";
 const MOUNT_BYTES: u64 = 4 << 20;
@@ -28,48 +26,9 @@ const SEGMENT_BYTES: u64 = 256 << 10;
 /// ~1 KiB records: a segment holds about 250 of them.
 const BODY_BYTES: usize = 1000;
 
-/// A size-limited tmpfs mounted at a path, lazily unmounted on drop.
-struct TmpfsMount {
-    path: PathBuf,
-}
-
-impl TmpfsMount {
-    fn mount(path: &Path, bytes: u64) -> std::io::Result<TmpfsMount> {
-        std::fs::create_dir_all(path)?;
-        let c = |s: &[u8]| CString::new(s).expect("no NUL");
-        let target = c(path.as_os_str().as_bytes());
-        let (source, fstype) = (c(b"tmpfs"), c(b"tmpfs"));
-        let options = c(format!("size={bytes},mode=0700").as_bytes());
-        // SAFETY: every pointer is a live NUL-terminated string for the duration of the call.
-        let rc = unsafe {
-            libc::mount(
-                source.as_ptr(),
-                target.as_ptr(),
-                fstype.as_ptr(),
-                0,
-                options.as_ptr().cast(),
-            )
-        };
-        if rc != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(TmpfsMount {
-            path: path.to_path_buf(),
-        })
-    }
-}
-
-impl Drop for TmpfsMount {
-    fn drop(&mut self) {
-        let target = CString::new(self.path.as_os_str().as_bytes()).expect("no NUL");
-        // SAFETY: a live NUL-terminated path; MNT_DETACH also works while files are open.
-        unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
-    }
-}
-
 /// Free bytes of the file system holding `path`.
 fn free_bytes(path: &Path) -> u64 {
-    let c = CString::new(path.as_os_str().as_bytes()).expect("no NUL");
+    let c = c_path(path);
     // SAFETY: statvfs writes only into the zeroed struct we own.
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
     let rc = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
@@ -101,15 +60,7 @@ fn record(id: i64) -> JsonString {
 }
 
 async fn stream(server: &Server) -> Result<ZerobusStream, ZerobusError> {
-    server
-        .sdk()
-        .stream_builder()
-        .table(TABLE)
-        .oauth(CLIENT_ID, CLIENT_SECRET)
-        .json()
-        .recovery(false)
-        .build()
-        .await
+    server.unrecovered_json_stream(TABLE, None).await
 }
 
 /// Sends records `ids` on one stream and waits for their acks.
@@ -138,27 +89,25 @@ fn assert_disk_full(status: &tonic::Status, what: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_a_full_wal_disk_producers_get_resource_exhausted_and_ingest_resumes_when_space_returns(
 ) {
-    if std::env::var_os("SLUICE_SKIP_MOUNT_TESTS").is_some() {
-        eprintln!("SKIPPED (SLUICE_SKIP_MOUNT_TESTS is set): disk-full test on a tmpfs mount");
+    if skip_mount_test("disk-full test on a tmpfs mount") {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let wal_dir = dir.path().join("wal");
-    let mount = TmpfsMount::mount(&wal_dir, MOUNT_BYTES).unwrap_or_else(|e| {
-        panic!(
-            "this test mounts a {MOUNT_BYTES}-byte tmpfs at {} as the WAL directory and needs \
-             root (CAP_SYS_ADMIN), as CI has; mount failed: {e}. Set \
-             SLUICE_SKIP_MOUNT_TESTS=1 to skip it knowingly.",
-            wal_dir.display()
-        )
-    });
-    let segment = SEGMENT_BYTES.to_string();
+    let mount = mounted_or_fail(
+        TmpfsMount::mount(&wal_dir, MOUNT_BYTES),
+        &format!("a {MOUNT_BYTES}-byte tmpfs (needs root, CAP_SYS_ADMIN, as CI has)"),
+        &wal_dir,
+    );
     // No flush during the test: nothing is purged, so only the filler decides the space.
-    let mut server =
-        Server::start_with_args(dir.path(), "1h", &["--wal-segment-bytes", &segment]).await;
-    let location = server
-        .create_table_at(TABLE, "id BIGINT NOT NULL, body STRING")
-        .await;
+    let (mut server, location) = serve_on_mount(
+        dir.path(),
+        "1h",
+        SEGMENT_BYTES,
+        TABLE,
+        "id BIGINT NOT NULL, body STRING",
+    )
+    .await;
 
     // 1. Normal ingest.
     produce_acked(&server, 0..100).await;
@@ -226,8 +175,7 @@ async fn given_a_full_wal_disk_producers_get_resource_exhausted_and_ingest_resum
 
     // 4. A graceful stop commits the memtable; Delta holds every acked record once.
     server.terminate();
-    let log = server.log();
-    assert!(!log.contains("panicked"), "the server panicked:\n{log}");
+    let log = server.log_without_panic();
     assert!(
         log.contains("WAL disk full") && log.contains("writing resumed"),
         "the log tells the stall and the recovery:\n{log}"

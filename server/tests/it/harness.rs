@@ -3,10 +3,11 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow_array::RecordBatch;
-use databricks_zerobus_ingest_sdk::{ZerobusSdk, ZerobusStream};
+use databricks_zerobus_ingest_sdk::{AckCallback, ZerobusError, ZerobusSdk, ZerobusStream};
 
 pub const CLIENT_ID: &str = "it-admin";
 pub const CLIENT_SECRET: &str = "it-admin-secret-0123456789";
@@ -114,6 +115,13 @@ impl Server {
         std::fs::read_to_string(self.data_dir.join("server.log")).unwrap_or_default()
     }
 
+    /// The log so far, after checking that the process never panicked.
+    pub fn log_without_panic(&self) -> String {
+        let log = self.log();
+        assert!(!log.contains("panicked"), "the server panicked:\n{log}");
+        log
+    }
+
     /// SIGKILL: no shutdown code runs.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -203,6 +211,28 @@ impl Server {
             .build()
             .await
             .expect("json stream")
+    }
+
+    /// An official-SDK JSON stream to `table` without SDK recovery, for tests that watch how
+    /// a stream fails (the SDK's error carries the server's status); a flush gives up after
+    /// 30 s. Acks are reported to `acks` if given.
+    pub async fn unrecovered_json_stream(
+        &self,
+        table: &str,
+        acks: Option<Arc<dyn AckCallback>>,
+    ) -> Result<ZerobusStream, ZerobusError> {
+        let sdk = self.sdk();
+        let mut builder = sdk
+            .stream_builder()
+            .table(table)
+            .oauth(CLIENT_ID, CLIENT_SECRET)
+            .json()
+            .recovery(false)
+            .flush_timeout_ms(30_000);
+        if let Some(acks) = acks {
+            builder = builder.ack_callback(acks);
+        }
+        builder.build().await
     }
 
     /// Pushes `{"id": i, "note": "n<i>"}` for `i in 0..n` on one JSON

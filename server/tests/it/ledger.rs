@@ -1,4 +1,4 @@
-//! The producers' side of the durability tests (crash torture, cluster): official-SDK
+//! The producers' side of the durability tests (crash torture, cluster, WAL EIO): official-SDK
 //! streams that send records with unique ids and a ledger per stream of what was sent and
 //! how far it was acked, and the final accounting against the Delta table.
 //!
@@ -31,6 +31,17 @@ pub struct Ledger {
 }
 
 impl Ledger {
+    /// Notes that `id` went out at logical `offset` (it is no longer in flight).
+    pub fn sent(&mut self, offset: OffsetId, id: i64) {
+        self.ids.insert(offset, id);
+        self.in_flight = None;
+    }
+
+    /// The highest offset the SDK reported acked.
+    pub fn acked_up_to(&self) -> Option<OffsetId> {
+        self.acked_up_to
+    }
+
     fn unacked(&self) -> impl Iterator<Item = i64> + '_ {
         let from = self
             .acked_up_to
@@ -53,7 +64,8 @@ impl Ledger {
 /// Shared ledgers of all producers.
 pub type Ledgers = Vec<Arc<Mutex<Ledger>>>;
 
-fn lock(ledger: &Mutex<Ledger>) -> std::sync::MutexGuard<'_, Ledger> {
+/// Locks a ledger (a panicked producer leaves it readable).
+pub fn lock(ledger: &Mutex<Ledger>) -> std::sync::MutexGuard<'_, Ledger> {
     ledger.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -68,6 +80,11 @@ impl AckCallback for Acks {
     fn on_error(&self, offset_id: OffsetId, error_message: &str) {
         eprintln!("ack error at offset {offset_id}: {error_message}");
     }
+}
+
+/// An ack callback that feeds `ledger`.
+pub fn ack_callback(ledger: &Arc<Mutex<Ledger>>) -> Arc<dyn AckCallback> {
+    Arc::new(Acks(Arc::clone(ledger)))
 }
 
 /// A JSON stream with recovery on (patient enough for kills and drains) and `ledger` fed by
@@ -88,7 +105,7 @@ pub async fn open_stream(
         .server_lack_of_ack_timeout_ms(30_000)
         .flush_timeout_ms(120_000)
         .max_inflight_requests(20_000)
-        .ack_callback(Arc::new(Acks(Arc::clone(ledger))))
+        .ack_callback(ack_callback(ledger))
         .build()
         .await
         .expect("json stream")
@@ -114,10 +131,7 @@ pub async fn produce(
                 .ingest_record_offset(JsonString(record.to_string()))
                 .await
                 .map_err(|e| format!("stream {stream_no}: ingest failed: {e}"))?;
-            let mut l = lock(&ledger);
-            l.ids.insert(offset, id);
-            l.in_flight = None;
-            drop(l);
+            lock(&ledger).sent(offset, id);
             seq += 1;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;

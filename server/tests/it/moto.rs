@@ -19,14 +19,16 @@ use crate::harness::free_port;
 
 const BUCKET: &str = "sluice-it";
 
-fn repo_root() -> PathBuf {
+/// The repository's root directory.
+pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("repo root")
         .to_path_buf()
 }
 
-fn venv_bin(name: &str, override_var: &str) -> PathBuf {
+/// A program of the test virtualenv (`.venv/bin`), or the path in `override_var`.
+pub fn venv_bin(name: &str, override_var: &str) -> PathBuf {
     if let Ok(p) = std::env::var(override_var) {
         return PathBuf::from(p);
     }
