@@ -128,7 +128,7 @@ async fn given_an_fdatasync_error_the_wal_never_acks_again_and_a_restart_recover
     // An idle raw gRPC stream opened beside it sees the exact status the server ends it
     // with (the SDK may report its own send failure instead when it loses that race).
     let token = server.token().await;
-    let mut raw = OpenStream::open(Call {
+    let raw = OpenStream::open(Call {
         url: server.url.as_str(),
         table: TABLE,
         token: Some(token.as_str()),
