@@ -20,6 +20,7 @@ mod limits;
 mod moto;
 mod protocol_errors;
 mod raw;
+mod rescued_data;
 mod restart;
 mod rows;
 mod sdk_end_to_end;
