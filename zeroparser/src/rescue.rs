@@ -97,11 +97,6 @@ impl ObjectText {
         self.text.push(':');
     }
 
-    /// Appends value text (already JSON) to the member or array being written.
-    pub(crate) fn raw(&mut self, json: &str) {
-        self.text.push_str(json);
-    }
-
     /// Appends a JSON value text with whitespace outside strings dropped.
     pub(crate) fn compact(&mut self, json: &str) {
         self.text.push_str(&compact_json(json));
@@ -127,7 +122,7 @@ mod tests {
         object.key("a\"b");
         object.compact("{ \"x\" : [1, 2] }");
         object.key("c");
-        object.raw("3");
+        object.compact("3");
         assert_eq!(
             object.finish().as_deref(),
             Some(r#"{"a\"b":{"x":[1,2]},"c":3}"#)
