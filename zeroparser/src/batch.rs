@@ -16,9 +16,9 @@
 //! pass over their top-level tags (`rescue_proto`), both inside the same all-or-nothing
 //! append. A builder without it runs exactly the code it ran before the column existed.
 
-use arrow_array::{ArrayRef, RecordBatch, StructArray};
 use std::sync::Arc;
 
+use arrow_array::{ArrayRef, RecordBatch, StructArray};
 use arrow_schema::{Fields, Schema, SchemaRef};
 
 use crate::builders::ColumnBuilder;
@@ -236,18 +236,13 @@ impl RecordBatchBuilder {
         let rows = self.len;
         self.len = 0;
         self.weight = 0;
-        let arrays: Vec<ArrayRef> = match &mut self.columns {
+        let mut arrays: Vec<ArrayRef> = match &mut self.columns {
             Columns::Flat(flat) | Columns::FlatRescuing(flat) => flat.finish(),
             Columns::Nested(builders) => builders.iter_mut().map(ColumnBuilder::finish).collect(),
         };
-        let arrays = match &mut self.rescued {
-            Some(column) => {
-                let mut arrays = arrays;
-                arrays.push(column.finish());
-                arrays
-            }
-            None => arrays,
-        };
+        if let Some(column) = &mut self.rescued {
+            arrays.push(column.finish());
+        }
         if arrays.is_empty() {
             return RecordBatch::from(StructArray::new_empty_fields(rows, None));
         }

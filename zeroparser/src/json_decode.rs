@@ -12,6 +12,10 @@
 //! days or `YYYY-MM-DD`; TIMESTAMP as µs or RFC 3339; TIMESTAMP_NTZ as µs or
 //! `YYYY-MM-DD[T ]HH:MM:SS[.ffffff]`; VARIANT as any JSON value, stored as compact text;
 //! `null` as NULL. Duplicate keys: the last one wins.
+//!
+//! For a builder with the rescued-data column the record's top level is read by
+//! `json_rescue` instead of `fill_struct` (the `FillRecord` the record seed is given);
+//! every level below goes through the same seeds.
 
 use std::borrow::Cow;
 use std::cell::RefCell;
