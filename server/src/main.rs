@@ -297,6 +297,10 @@ enum TableCommand {
         /// Add the system columns _sluice_stream_id, _sluice_offset, _sluice_ingested_at.
         #[arg(long)]
         system_columns: bool,
+        /// Add the _rescued_data column: record fields that do not fit the columns are kept
+        /// there as JSON text instead of failing the record.
+        #[arg(long)]
+        rescued_data: bool,
     },
     /// List tables.
     List,
@@ -419,12 +423,16 @@ async fn main() -> anyhow::Result<()> {
                     location,
                     mut properties,
                     system_columns,
+                    rescued_data,
                 } => {
-                    if system_columns {
-                        properties.push((
-                            sluice_server::sink::system_columns::PROPERTY.to_string(),
-                            "true".to_string(),
-                        ));
+                    use sluice_server::sink::{rescued_data as rescue, system_columns as system};
+                    for (on, property) in [
+                        (system_columns, system::PROPERTY),
+                        (rescued_data, rescue::PROPERTY),
+                    ] {
+                        if on {
+                            properties.push((property.to_string(), "true".to_string()));
+                        }
                     }
                     let info = client
                         .create_table(&name, &columns, location.as_deref(), &properties)

@@ -244,7 +244,7 @@ pub async fn open_sink(
         delta,
         committed,
         flush_bytes,
-        entry.system_columns,
+        entry.added_columns(),
     ))
 }
 

@@ -7,6 +7,7 @@
 //! if it ends after the table's committed position, and the next commit
 //! records the new position in the same atomic Delta commit as the rows.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -86,9 +87,10 @@ pub fn replay(pod: &Pod) -> Result<ReplayReport> {
                 }
             },
         });
-        let builder = builders
-            .entry(sink.name().to_string())
-            .or_insert_with(|| RecordBatchBuilder::new(sink.schema()));
+        let builder = match builders.entry(sink.name().to_string()) {
+            Entry::Occupied(at) => at.into_mut(),
+            Entry::Vacant(at) => at.insert(sink.batch_builder()?),
+        };
         let mut offsets = Vec::with_capacity(records.records.len());
         for (offset, record) in &records.records {
             let result = match (stream.open.format, plan.as_ref()) {

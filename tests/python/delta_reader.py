@@ -7,7 +7,8 @@ Storage options (e.g. for an S3 server) come as JSON in SLUICE_STORAGE_OPTIONS.
 Writes the rows `deltalake` reads as an Arrow IPC file (string/binary/list
 views and large variants cast to their plain forms) and prints one JSON line:
 the table version, the number of data files, the rows each reader saw, what
-polars computes over `id` (sum, distinct count), the number of commits in
+polars computes over `id` (sum, distinct count), polars' `[id, _rescued_data]`
+pairs ordered by id when the table has that column, the number of commits in
 the history, how many of them were retried after losing a race for their
 version (`readVersion` < version - 1), and the operations seen.
 """
@@ -53,6 +54,8 @@ def main():
     retried = sum(1 for h in history
                   if h.get("readVersion") is not None and h.get("version") is not None
                   and h["readVersion"] < h["version"] - 1)
+    rescued = (df.sort("id").select(["id", "_rescued_data"]).rows()
+               if has_id and "_rescued_data" in df.columns else None)
     print(json.dumps({
         "version": dt.version(),
         "files": len(dt.file_uris()),
@@ -60,6 +63,7 @@ def main():
         "polars_rows": df.height,
         "polars_id_sum": int(df["id"].sum()) if has_id and df.height else 0,
         "polars_distinct_ids": df["id"].n_unique() if has_id else 0,
+        "polars_rescued_data": rescued,
         "commits": len(history),
         "retried_commits": retried,
         "operations": sorted({h.get("operation", "") for h in history}),

@@ -9,15 +9,25 @@
 //! - otherwise (nested columns, and every JSON record): the record is decoded into a
 //!   per-record value tree and validated completely (NOT NULL, duplicate map keys) before
 //!   the first Arrow builder is touched; the append step itself cannot fail.
+//!
+//! A builder made [`with_rescued_data`](RecordBatchBuilder::with_rescued_data) adds the
+//! `_rescued_data` column after the schema's columns (see `rescue`): JSON records take the
+//! rescuing decode (`json_rescue`), protobuf records the same decode as without it plus one
+//! pass over their top-level tags (`rescue_proto`), both inside the same all-or-nothing
+//! append. A builder without it runs exactly the code it ran before the column existed.
+
+use std::sync::Arc;
 
 use arrow_array::{ArrayRef, RecordBatch, StructArray};
-use arrow_schema::{Fields, SchemaRef};
+use arrow_schema::{Fields, Schema, SchemaRef};
 
 use crate::builders::ColumnBuilder;
-use crate::error::{DecodeError, DecodeErrorKind};
+use crate::error::{DecodeError, DecodeErrorKind, SchemaError};
 use crate::flat::FlatColumns;
 use crate::json_decode::{self, JsonPlan};
 use crate::plan::{schema_id, ProtoPlan};
+use crate::rescue::{self, RescuedColumn};
+use crate::rescue_proto::rescue_unknown;
 use crate::schema::TableSchema;
 use crate::value::{finalize, Value};
 
@@ -29,6 +39,9 @@ const MAX_BATCH_WEIGHT: usize = i32::MAX as usize;
 enum Columns {
     /// Every column a scalar: single-pass protobuf appends.
     Flat(FlatColumns),
+    /// The same, for a builder with the rescued-data column: a variant of its own keeps
+    /// the default flat path down to the one check it always had.
+    FlatRescuing(FlatColumns),
     /// Arrow builders fed from the value tree.
     Nested(Vec<ColumnBuilder>),
 }
@@ -41,6 +54,8 @@ pub struct RecordBatchBuilder {
     fields: Fields,
     columns: Columns,
     json: JsonPlan,
+    /// The `_rescued_data` column, for builders made with it.
+    rescued: Option<RescuedColumn>,
     schema_id: u64,
     len: usize,
     /// An upper bound on the bytes and elements any one column holds (input bytes times the
@@ -67,10 +82,32 @@ impl RecordBatchBuilder {
                 ),
             },
             json: JsonPlan::new(&schema.columns),
+            rescued: None,
             schema_id: schema_id(schema),
             len: 0,
             weight: 0,
         }
+    }
+
+    /// An empty builder for `schema` whose batches end with the `_rescued_data` column:
+    /// fields that do not fit the schema are kept there instead of failing the record (see
+    /// the `rescue` module for what is kept and how). Fails if `schema` has a column of
+    /// that name.
+    pub fn with_rescued_data(schema: &TableSchema) -> Result<Self, SchemaError> {
+        rescue::check_rescuable(schema)?;
+        let mut builder = Self::new(schema);
+        let mut fields: Vec<_> = builder.fields.iter().cloned().collect();
+        fields.push(Arc::new(rescue::arrow_field()));
+        builder.fields = Fields::from(fields);
+        builder.arrow_schema = Arc::new(Schema::new_with_metadata(
+            builder.fields.clone(),
+            builder.arrow_schema.metadata().clone(),
+        ));
+        builder.rescued = Some(RescuedColumn::default());
+        if let Columns::Flat(flat) = builder.columns {
+            builder.columns = Columns::FlatRescuing(flat);
+        }
+        Ok(builder)
     }
 
     /// Decodes one protobuf record with `plan` and appends it; on error nothing is appended.
@@ -86,9 +123,51 @@ impl RecordBatchBuilder {
             self.weight += weight;
             return Ok(());
         }
+        if self.rescued.is_some() {
+            return self.append_proto_rescuing(plan, record, weight);
+        }
         let mut slots = crate::proto_decode::decode_record(plan, record)?;
         finalize(&self.schema.columns, &mut slots, Some(0))?;
         self.commit(&slots, weight);
+        Ok(())
+    }
+
+    /// [`append_proto`](Self::append_proto) with the `_rescued_data` column (cold: kept out
+    /// of the default path's code).
+    #[cold]
+    #[inline(never)]
+    fn append_proto_rescuing(
+        &mut self,
+        plan: &ProtoPlan,
+        record: &[u8],
+        weight: usize,
+    ) -> Result<(), DecodeError> {
+        let batch_weight = self.weight;
+        let rescue = || {
+            let text = rescue_unknown(&plan.root, record)?;
+            let weight = rescued_weight(weight, text.as_deref());
+            check_weight(batch_weight, weight)?;
+            Ok((text, weight))
+        };
+        let text = match &mut self.columns {
+            Columns::Flat(flat) | Columns::FlatRescuing(flat) => {
+                flat.append_proto(plan, record)?;
+                let (text, weight) = rescue().inspect_err(|_| flat.pop_row())?;
+                self.len += 1;
+                self.weight += weight;
+                text
+            }
+            Columns::Nested(_) => {
+                let mut slots = crate::proto_decode::decode_record(plan, record)?;
+                finalize(&self.schema.columns, &mut slots, Some(0))?;
+                let (text, weight) = rescue()?;
+                self.commit(&slots, weight);
+                text
+            }
+        };
+        if let Some(column) = &mut self.rescued {
+            column.append(text.as_deref());
+        }
         Ok(())
     }
 
@@ -96,23 +175,41 @@ impl RecordBatchBuilder {
     pub fn append_json(&mut self, record: &str) -> Result<(), DecodeError> {
         let weight = record.len();
         self.check_weight(weight)?;
+        if self.rescued.is_some() {
+            return self.append_json_rescuing(record, weight);
+        }
         let mut slots = json_decode::decode_record(&self.json, record)?;
         finalize(&self.schema.columns, &mut slots, None)?;
         self.commit(&slots, weight);
         Ok(())
     }
 
-    fn check_weight(&self, weight: usize) -> Result<(), DecodeError> {
-        if self.weight.saturating_add(weight) > MAX_BATCH_WEIGHT {
-            return Err(DecodeError::new(DecodeErrorKind::BatchFull));
+    /// [`append_json`](Self::append_json) with the `_rescued_data` column (cold: kept out
+    /// of the default path's code).
+    #[cold]
+    #[inline(never)]
+    fn append_json_rescuing(&mut self, record: &str, weight: usize) -> Result<(), DecodeError> {
+        let (mut slots, text) =
+            json_decode::decode_record_rescuing(&self.json, &self.schema.columns, record)?;
+        finalize(&self.schema.columns, &mut slots, None)?;
+        let weight = rescued_weight(weight, text.as_deref());
+        self.check_weight(weight)?;
+        self.commit(&slots, weight);
+        if let Some(column) = &mut self.rescued {
+            column.append(text.as_deref());
         }
         Ok(())
     }
 
-    /// The append step: cannot fail.
+    fn check_weight(&self, weight: usize) -> Result<(), DecodeError> {
+        check_weight(self.weight, weight)
+    }
+
+    /// The append step: cannot fail. Always inlined: it is the hot path's last step.
+    #[inline(always)]
     fn commit(&mut self, slots: &[Value<'_>], weight: usize) {
         match &mut self.columns {
-            Columns::Flat(flat) => flat.append_values(slots),
+            Columns::Flat(flat) | Columns::FlatRescuing(flat) => flat.append_values(slots),
             Columns::Nested(builders) => {
                 for (builder, value) in builders.iter_mut().zip(slots) {
                     builder.append(value);
@@ -139,10 +236,13 @@ impl RecordBatchBuilder {
         let rows = self.len;
         self.len = 0;
         self.weight = 0;
-        let arrays: Vec<ArrayRef> = match &mut self.columns {
-            Columns::Flat(flat) => flat.finish(),
+        let mut arrays: Vec<ArrayRef> = match &mut self.columns {
+            Columns::Flat(flat) | Columns::FlatRescuing(flat) => flat.finish(),
             Columns::Nested(builders) => builders.iter_mut().map(ColumnBuilder::finish).collect(),
         };
+        if let Some(column) = &mut self.rescued {
+            arrays.push(column.finish());
+        }
         if arrays.is_empty() {
             return RecordBatch::from(StructArray::new_empty_fields(rows, None));
         }
@@ -153,4 +253,18 @@ impl RecordBatchBuilder {
     pub fn arrow_schema(&self) -> SchemaRef {
         self.arrow_schema.clone()
     }
+}
+
+/// Fails if a record of `weight` would take a batch of `batch_weight` past the bound.
+fn check_weight(batch_weight: usize, weight: usize) -> Result<(), DecodeError> {
+    if batch_weight.saturating_add(weight) > MAX_BATCH_WEIGHT {
+        return Err(DecodeError::new(DecodeErrorKind::BatchFull));
+    }
+    Ok(())
+}
+
+/// A record's weight with its rescued-data text: the text is one more column, so the
+/// record weighs at least the text's length.
+fn rescued_weight(weight: usize, text: Option<&str>) -> usize {
+    weight.max(text.map_or(0, str::len))
 }

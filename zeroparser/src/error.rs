@@ -103,6 +103,12 @@ pub enum SchemaError {
         /// The second field's name.
         second: String,
     },
+    /// A column whose name is reserved for a column the builder adds (`_rescued_data`).
+    #[error("column `{path}` is reserved for the rescued-data column")]
+    ReservedColumn {
+        /// The column.
+        path: FieldPath,
+    },
     /// A descriptor field that Sluice cannot decode (e.g. a group, a bad field number).
     #[error("descriptor field `{path}`: {reason}")]
     UnsupportedField {

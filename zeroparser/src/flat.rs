@@ -359,6 +359,14 @@ impl FlatColumns {
         Ok(())
     }
 
+    /// Removes the last row appended (its record turned out to be rejected after all).
+    pub(crate) fn pop_row(&mut self) {
+        if self.rows > 0 {
+            self.rows -= 1;
+            self.rollback();
+        }
+    }
+
     fn rollback(&mut self) {
         for column in &mut self.columns {
             column.truncate(self.rows);

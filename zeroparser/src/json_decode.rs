@@ -12,6 +12,10 @@
 //! days or `YYYY-MM-DD`; TIMESTAMP as µs or RFC 3339; TIMESTAMP_NTZ as µs or
 //! `YYYY-MM-DD[T ]HH:MM:SS[.ffffff]`; VARIANT as any JSON value, stored as compact text;
 //! `null` as NULL. Duplicate keys: the last one wins.
+//!
+//! For a builder with the rescued-data column the record's top level is read by
+//! `json_rescue` instead of `fill_struct` (the `FillRecord` the record seed is given);
+//! every level below goes through the same seeds.
 
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -23,6 +27,7 @@ use serde_json::value::RawValue;
 
 use crate::convert::{compact_json, float_value, int_value, Target};
 use crate::error::{DecodeError, DecodeErrorKind};
+use crate::json_rescue;
 use crate::path::Segment;
 use crate::schema::{Column, ColumnType};
 use crate::text_formats::{decode_base64, parse_date, parse_timestamp, parse_timestamp_ntz};
@@ -35,19 +40,19 @@ pub(crate) struct JsonPlan {
 }
 
 #[derive(Debug, Clone)]
-struct StructPlan {
-    columns: Vec<JsonColumn>,
+pub(crate) struct StructPlan {
+    pub(crate) columns: Vec<JsonColumn>,
     exact: HashMap<String, usize>,
 }
 
 #[derive(Debug, Clone)]
-struct JsonColumn {
+pub(crate) struct JsonColumn {
     name: String,
-    kind: JsonKind,
+    pub(crate) kind: JsonKind,
 }
 
 #[derive(Debug, Clone)]
-enum JsonKind {
+pub(crate) enum JsonKind {
     Scalar(Target),
     Array(Box<JsonKind>),
     Map {
@@ -83,7 +88,7 @@ impl StructPlan {
         }
     }
 
-    fn find(&self, key: &str) -> Option<usize> {
+    pub(crate) fn find(&self, key: &str) -> Option<usize> {
         self.exact.get(key).copied().or_else(|| {
             self.columns
                 .iter()
@@ -107,33 +112,88 @@ impl JsonKind {
 }
 
 /// Where the structured error waits while serde unwinds.
-type Side = RefCell<Option<DecodeError>>;
+pub(crate) type Side = RefCell<Option<DecodeError>>;
 
 /// Decodes one JSON record into one slot per top-level column.
 pub(crate) fn decode_record<'a>(
     plan: &JsonPlan,
     record: &'a str,
 ) -> Result<Vec<Value<'a>>, DecodeError> {
+    decode(Plain(&plan.root), record)
+}
+
+/// Decodes one JSON record into one slot per top-level column, rescuing what does not fit
+/// `columns` (the plan's columns) into the rescued-data text (see `json_rescue`).
+pub(crate) fn decode_record_rescuing<'a>(
+    plan: &JsonPlan,
+    columns: &[Column],
+    record: &'a str,
+) -> Result<(Vec<Value<'a>>, Option<String>), DecodeError> {
+    decode(Rescuing(&plan.root, columns), record)
+}
+
+fn decode<'a, F: FillRecord>(fill: F, record: &'a str) -> Result<F::Output<'a>, DecodeError> {
     let side: Side = RefCell::new(None);
     let mut deserializer = serde_json::Deserializer::from_str(record);
-    let result = RecordSeed {
-        plan: &plan.root,
-        side: &side,
-    }
-    .deserialize(&mut deserializer)
-    .and_then(|slots| deserializer.end().map(|()| slots));
-    match result {
-        Ok(slots) => Ok(slots),
-        Err(error) => Err(side.into_inner().unwrap_or_else(|| {
-            DecodeError::new(DecodeErrorKind::InvalidJson {
-                reason: error.to_string(),
-            })
-        })),
+    let result = RecordSeed { fill, side: &side }
+        .deserialize(&mut deserializer)
+        .and_then(|slots| deserializer.end().map(|()| slots));
+    result.map_err(|error| structured(side, &error))
+}
+
+/// How a record object's members become the decode's output.
+trait FillRecord {
+    type Output<'de>;
+
+    fn fill<'de, A: MapAccess<'de>>(
+        self,
+        side: &Side,
+        map: A,
+    ) -> Result<Self::Output<'de>, A::Error>;
+}
+
+/// Every member must fit a column.
+struct Plain<'p>(&'p StructPlan);
+
+impl FillRecord for Plain<'_> {
+    type Output<'de> = Vec<Value<'de>>;
+
+    fn fill<'de, A: MapAccess<'de>>(
+        self,
+        side: &Side,
+        map: A,
+    ) -> Result<Self::Output<'de>, A::Error> {
+        fill_struct(self.0, side, map)
     }
 }
 
+/// What does not fit is rescued (`json_rescue`); the plan's columns come along for their
+/// nullability.
+struct Rescuing<'p>(&'p StructPlan, &'p [Column]);
+
+impl FillRecord for Rescuing<'_> {
+    type Output<'de> = (Vec<Value<'de>>, Option<String>);
+
+    fn fill<'de, A: MapAccess<'de>>(
+        self,
+        side: &Side,
+        map: A,
+    ) -> Result<Self::Output<'de>, A::Error> {
+        json_rescue::fill_record(self.0, self.1, side, map)
+    }
+}
+
+/// The structured cause of a failed decode: the one in `side`, else a JSON syntax error.
+pub(crate) fn structured(side: Side, error: &serde_json::Error) -> DecodeError {
+    side.into_inner().unwrap_or_else(|| {
+        DecodeError::new(DecodeErrorKind::InvalidJson {
+            reason: error.to_string(),
+        })
+    })
+}
+
 /// Records `error` as the structured cause and returns serde's opaque error.
-fn fail<E: de::Error>(side: &Side, error: DecodeError) -> E {
+pub(crate) fn fail<E: de::Error>(side: &Side, error: DecodeError) -> E {
     let message = error.to_string();
     *side.borrow_mut() = Some(error);
     E::custom(message)
@@ -156,28 +216,29 @@ fn wrong_type<E: de::Error>(side: &Side, expected: &'static str, found: &'static
     fail_kind(side, DecodeErrorKind::JsonWrongType { expected, found })
 }
 
-struct RecordSeed<'p> {
-    plan: &'p StructPlan,
+/// A whole record, its members read by `fill`.
+struct RecordSeed<'p, F> {
+    fill: F,
     side: &'p Side,
 }
 
-impl<'de> DeserializeSeed<'de> for RecordSeed<'_> {
-    type Value = Vec<Value<'de>>;
+impl<'de, F: FillRecord> DeserializeSeed<'de> for RecordSeed<'_, F> {
+    type Value = F::Output<'de>;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
         deserializer.deserialize_any(self)
     }
 }
 
-impl<'de> Visitor<'de> for RecordSeed<'_> {
-    type Value = Vec<Value<'de>>;
+impl<'de, F: FillRecord> Visitor<'de> for RecordSeed<'_, F> {
+    type Value = F::Output<'de>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a JSON object")
     }
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-        fill_struct(self.plan, self.side, map)
+        self.fill.fill(self.side, map)
     }
 
     fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
@@ -263,7 +324,7 @@ fn fill_struct<'de, A: MapAccess<'de>>(
 }
 
 /// An object key, borrowed when it has no escapes.
-struct KeySeed;
+pub(crate) struct KeySeed;
 
 impl<'de> DeserializeSeed<'de> for KeySeed {
     type Value = Cow<'de, str>;
@@ -295,9 +356,9 @@ impl<'de> Visitor<'de> for KeySeed {
 
 /// One value of a column of `kind`.
 #[derive(Clone, Copy)]
-struct ValueSeed<'p> {
-    kind: &'p JsonKind,
-    side: &'p Side,
+pub(crate) struct ValueSeed<'p> {
+    pub(crate) kind: &'p JsonKind,
+    pub(crate) side: &'p Side,
 }
 
 impl<'de> DeserializeSeed<'de> for ValueSeed<'_> {

@@ -18,6 +18,10 @@
 //! RecordBatchBuilder::finish() -> RecordBatch
 //! ```
 //!
+//! Opt-in: `RecordBatchBuilder::with_rescued_data` adds a `_rescued_data` column that keeps
+//! what does not fit the schema instead of failing the record (`rescue`, `json_rescue`,
+//! `rescue_proto`); builders without it run the default paths unchanged.
+//!
 //! A failed append leaves the builder untouched; errors name the field path and, for
 //! protobuf, the byte offset. Nothing here panics on input bytes.
 
@@ -30,10 +34,13 @@ mod error;
 mod fast_field;
 mod flat;
 mod json_decode;
+mod json_rescue;
 mod path;
 mod plan;
 mod proto_decode;
 mod proto_scalar;
+mod rescue;
+mod rescue_proto;
 mod schema;
 mod schema_text;
 mod text_formats;
@@ -45,6 +52,7 @@ pub use batch::RecordBatchBuilder;
 pub use error::{DecodeError, DecodeErrorKind, SchemaError, WireType};
 pub use path::{FieldPath, Segment};
 pub use plan::ProtoPlan;
+pub use rescue::{check_rescuable, RESCUED_DATA_COLUMN};
 pub use schema::{Column, ColumnType, TableSchema, MAX_DEPTH};
 pub use visit::{Scalar, Visitor};
 pub use wire::MAX_DEPTH as MAX_RECORD_DEPTH;

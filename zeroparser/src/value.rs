@@ -57,10 +57,19 @@ pub(crate) fn finalize(
     offset: Option<usize>,
 ) -> Result<(), DecodeError> {
     for (column, value) in columns.iter().zip(slots.iter_mut()) {
-        finalize_value(&column.data_type, column.nullable, value, offset)
-            .map_err(|e| e.in_field(&column.name))?;
+        finalize_column(column, value, offset)?;
     }
     Ok(())
+}
+
+/// [`finalize`] for the value of one column.
+pub(crate) fn finalize_column(
+    column: &Column,
+    value: &mut Value<'_>,
+    offset: Option<usize>,
+) -> Result<(), DecodeError> {
+    finalize_value(&column.data_type, column.nullable, value, offset)
+        .map_err(|e| e.in_field(&column.name))
 }
 
 fn finalize_value(

@@ -42,6 +42,7 @@ fn auth_cost() {
             table_id: "t".into(),
             created_at: 0,
             system_columns: false,
+            rescued_data: false,
         })
         .expect("table");
     catalog

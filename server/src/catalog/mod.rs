@@ -48,9 +48,20 @@ pub struct TableEntry {
     /// Whether rows carry the `_sluice_*` system columns.
     #[serde(default)]
     pub system_columns: bool,
+    /// Whether rows carry the `_rescued_data` column.
+    #[serde(default)]
+    pub rescued_data: bool,
 }
 
 impl TableEntry {
+    /// The columns the server adds after the table's own.
+    pub fn added_columns(&self) -> crate::sink::AddedColumns {
+        crate::sink::AddedColumns {
+            rescued_data: self.rescued_data,
+            system_columns: self.system_columns,
+        }
+    }
+
     /// The parsed schema.
     pub fn schema(&self) -> Result<TableSchema> {
         TableSchema::parse(&self.columns).map_err(|e| {

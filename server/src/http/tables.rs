@@ -22,7 +22,7 @@ use crate::auth::Caller;
 use crate::catalog::{now_millis, TableEntry};
 use crate::error::{Result, ServerError};
 use crate::pod::{open_sink, Pod};
-use crate::sink::{delta_fields, system_columns};
+use crate::sink::{delta_fields, rescued_data, system_columns};
 
 /// Body of a create request (UC `CreateTable`).
 #[derive(Deserialize)]
@@ -39,7 +39,8 @@ pub struct CreateTable {
     storage_location: Option<String>,
     /// Table properties; `delta.*` ones (e.g. `delta.checkpointInterval`,
     /// `delta.logRetentionDuration`, `delta.targetFileSize`) go to the new
-    /// Delta table's configuration.
+    /// Delta table's configuration; `sluice.rescuedData=true` and
+    /// `sluice.systemColumns=true` add those columns.
     #[serde(default)]
     properties: HashMap<String, String>,
 }
@@ -138,11 +139,16 @@ async fn create_table(
         Some(location) => attach_url(pod, location)?,
         None => pod.warehouse.table_url(&catalog, &schema_name, &table)?,
     };
-    let system_columns = body
-        .properties
-        .get(system_columns::PROPERTY)
-        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    let system_columns = property_on(&body.properties, system_columns::PROPERTY);
+    let rescued_data = property_on(&body.properties, rescued_data::PROPERTY);
+    if rescued_data {
+        rescued_data::check_schema(&schema)?;
+    }
+    // The table's columns, then `_rescued_data`, then the system columns.
     let mut fields = delta_fields(&schema.columns)?;
+    if rescued_data {
+        fields.push(rescued_data::delta_field());
+    }
     if system_columns {
         fields.extend(system_columns::delta_fields());
     }
@@ -181,11 +187,19 @@ async fn create_table(
         table_id: uuid::Uuid::new_v4().to_string(),
         created_at: now_millis(),
         system_columns,
+        rescued_data,
     })?;
     let sink = open_sink(&pod.warehouse, &entry, pod.wal.id(), pod.config.flush_bytes).await?;
     pod.sinks.insert(Arc::new(sink))?;
     tracing::info!(table = %full_name, location = %url, "table created");
     table_info(&entry)
+}
+
+/// Whether the `sluice.*` table property `name` is set to `true` (any case).
+fn property_on(properties: &HashMap<String, String>, name: &str) -> bool {
+    properties
+        .get(name)
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
 }
 
 /// The URL of an explicit `storage_location`: same scheme as the warehouse

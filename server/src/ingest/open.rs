@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use sluice_proto::{CreateIngestStreamRequest, RecordType};
-use sluice_zeroparser::ProtoPlan;
+use sluice_zeroparser::{ProtoPlan, RecordBatchBuilder};
 
 use crate::auth::Caller;
 use crate::error::{Result, ServerError};
@@ -24,6 +24,8 @@ pub struct OpenedStream {
     pub format: RecordFormat,
     /// Compiled descriptor (PROTO streams).
     pub plan: Option<ProtoPlan>,
+    /// The stream's builder for the table's rows.
+    pub builder: RecordBatchBuilder,
 }
 
 /// Validates the request and logs the stream-open frame.
@@ -92,6 +94,7 @@ pub async fn open_stream(
         }
         RecordFormat::Json => (None, Vec::new()),
     };
+    let builder = sink.batch_builder()?;
     let key = rand::random::<u64>();
     let open = StreamOpen {
         stream_key: key,
@@ -115,5 +118,6 @@ pub async fn open_stream(
         sink,
         format,
         plan,
+        builder,
     })
 }

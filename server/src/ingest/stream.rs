@@ -19,7 +19,6 @@ use sluice_proto::{
     EphemeralStreamResponse, IngestRecordResponse,
 };
 use sluice_wal::{DurableState, Lsn, WalError};
-use sluice_zeroparser::RecordBatchBuilder;
 use tokio::sync::{mpsc, watch};
 use tonic::{Status, Streaming};
 
@@ -156,7 +155,6 @@ struct StreamState<'p> {
     pod: &'p Pod,
     opened: OpenedStream,
     tx: Tx,
-    builder: RecordBatchBuilder,
     durable: watch::Receiver<DurableState>,
     /// `(frame end LSN, last offset in the frame)`, oldest first.
     pending: VecDeque<(Lsn, i64, usize)>,
@@ -169,13 +167,11 @@ struct StreamState<'p> {
 
 impl<'p> StreamState<'p> {
     fn new(pod: &'p Pod, opened: OpenedStream, tx: Tx, slot: StreamSlot) -> Self {
-        let builder = RecordBatchBuilder::new(opened.sink.schema());
         StreamState {
             pod,
             durable: pod.wal.subscribe(),
             opened,
             tx,
-            builder,
             pending: VecDeque::new(),
             inflight_bytes: 0,
             slot,
@@ -347,7 +343,7 @@ impl<'p> StreamState<'p> {
             match self.parse_request(request, &mut records) {
                 Ok(offset) => {
                     last_ok = Some(offset);
-                    rows_ok = self.builder.len();
+                    rows_ok = self.opened.builder.len();
                     self.next_offset = offset + 1;
                 }
                 Err(e) => {
@@ -356,7 +352,7 @@ impl<'p> StreamState<'p> {
                 }
             }
         }
-        let batch = self.builder.finish();
+        let batch = self.opened.builder.finish();
         // A batch request that failed part-way left its leading records in
         // `records`; they are not acked and must not reach the WAL, or a
         // replay would commit them. One row per record of the valid requests.
@@ -511,7 +507,8 @@ impl<'p> StreamState<'p> {
                 )))
             }
         };
-        self.builder
+        self.opened
+            .builder
             .append_proto(plan, &record)
             .map_err(|e| ServerError::InvalidArgument(format!("{}: {e}", place(offset, index))))?;
         Ok(record)
@@ -525,7 +522,8 @@ impl<'p> StreamState<'p> {
                 place(offset, index)
             )));
         }
-        self.builder
+        self.opened
+            .builder
             .append_json(&record)
             .map_err(|e| ServerError::InvalidArgument(format!("{}: {e}", place(offset, index))))?;
         Ok(Bytes::from(record.into_bytes()))

@@ -10,12 +10,13 @@
 
 mod delta_schema;
 pub mod file_layout;
+pub mod rescued_data;
 pub mod system_columns;
 mod table_sink;
 pub mod upkeep;
 
 pub use delta_schema::{delta_fields, delta_type};
-pub use table_sink::{open_table, FlushOutcome, SharedSink, TableSink};
+pub use table_sink::{open_table, AddedColumns, FlushOutcome, SharedSink, TableSink};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -27,7 +27,7 @@ use deltalake::kernel::Transaction;
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
 use deltalake::DeltaTable;
 use sluice_wal::{Lsn, Reservation, Wal};
-use sluice_zeroparser::TableSchema;
+use sluice_zeroparser::{RecordBatchBuilder, TableSchema};
 use tokio::sync::Notify;
 
 use crate::error::{Result, ServerError};
@@ -45,6 +45,17 @@ struct Memtable {
     unsure: Option<Lsn>,
 }
 
+/// The columns the server adds after a table's own, in this order (each
+/// opt-in per table, recorded in its catalog entry).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AddedColumns {
+    /// `_rescued_data` (see `rescued_data`).
+    pub rescued_data: bool,
+    /// `_sluice_stream_id`, `_sluice_offset`, `_sluice_ingested_at` (see
+    /// `system_columns`).
+    pub system_columns: bool,
+}
+
 /// The sink of one table.
 pub struct TableSink {
     name: String,
@@ -59,8 +70,8 @@ pub struct TableSink {
     /// Woken after every flush attempt (memtable space may be free again).
     drained: Notify,
     flush_bytes: usize,
-    /// Whether rows carry the `_sluice_*` system columns.
-    system_columns: bool,
+    /// The columns added after the table's own.
+    added: AddedColumns,
     /// Checkpoints, compaction, vacuum (own table handle).
     pub(crate) upkeep: super::upkeep::Upkeep,
 }
@@ -83,10 +94,10 @@ impl TableSink {
         delta: DeltaTable,
         committed_lsn: Lsn,
         flush_bytes: usize,
-        system_columns: bool,
+        added: AddedColumns,
     ) -> TableSink {
         TableSink {
-            system_columns,
+            added,
             name,
             schema,
             memtable: Mutex::new(Memtable::default()),
@@ -110,6 +121,17 @@ impl TableSink {
         &self.schema
     }
 
+    /// A builder for this table's rows: the table's columns, then
+    /// `_rescued_data` if the table keeps it (the system columns are added by
+    /// [`with_system_columns`](Self::with_system_columns)).
+    pub fn batch_builder(&self) -> Result<RecordBatchBuilder> {
+        if !self.added.rescued_data {
+            return Ok(RecordBatchBuilder::new(&self.schema));
+        }
+        RecordBatchBuilder::with_rescued_data(&self.schema)
+            .map_err(|e| ServerError::Internal(format!("table {}: {e}", self.name)))
+    }
+
     /// Adds the system columns to a batch of a stream's rows if this table
     /// has them (`offsets`: the offset of each row's record, in row order).
     pub fn with_system_columns(
@@ -118,7 +140,7 @@ impl TableSink {
         stream_key: u64,
         offsets: impl Iterator<Item = i64>,
     ) -> Result<RecordBatch> {
-        if !self.system_columns {
+        if !self.added.system_columns {
             return Ok(batch);
         }
         super::system_columns::extend(

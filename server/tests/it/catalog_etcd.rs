@@ -41,6 +41,7 @@ async fn two_pods_sharing_the_etcd_catalog_see_each_others_changes_and_lose_none
         table_id: "1".into(),
         created_at: 0,
         system_columns: false,
+        rescued_data: false,
     })
     .expect("create");
     // B learns of the change through its watch (or at the latest on its next conditional write).

@@ -184,7 +184,15 @@ impl Server {
 
     /// Creates a table through the CLI.
     pub fn create_table(&self, name: &str, columns: &str) {
-        let out = self.cli(&["table", "create", name, "--columns", columns]);
+        self.create_table_with(name, columns, &[]);
+    }
+
+    /// Creates a table through the CLI with extra `table create` flags
+    /// (e.g. `--system-columns`).
+    pub fn create_table_with(&self, name: &str, columns: &str, flags: &[&str]) {
+        let mut args = vec!["table", "create", name, "--columns", columns];
+        args.extend_from_slice(flags);
+        let out = self.cli(&args);
         assert!(
             out.status.success(),
             "table create failed: {}",
@@ -233,6 +241,23 @@ impl Server {
             builder = builder.ack_callback(acks);
         }
         builder.build().await
+    }
+
+    /// An official-SDK protobuf stream to `table` with the admin credentials,
+    /// opened with `descriptor`.
+    pub async fn proto_stream(
+        &self,
+        table: &str,
+        descriptor: prost_types::DescriptorProto,
+    ) -> ZerobusStream {
+        self.sdk()
+            .stream_builder()
+            .table(table)
+            .oauth(CLIENT_ID, CLIENT_SECRET)
+            .compiled_proto(descriptor)
+            .build()
+            .await
+            .expect("proto stream")
     }
 
     /// Pushes `{"id": i, "note": "n<i>"}` for `i in 0..n` on one JSON

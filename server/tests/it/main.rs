@@ -21,6 +21,7 @@ mod moto;
 mod mounts;
 mod protocol_errors;
 mod raw;
+mod rescued_data;
 mod restart;
 mod rows;
 mod sdk_end_to_end;

@@ -17,7 +17,7 @@ use databricks_zerobus_ingest_sdk::schema::{descriptor_from_uc_columns, UcColumn
 use databricks_zerobus_ingest_sdk::{message_descriptor, JsonString, ProtoBytes};
 use prost::Message;
 
-use crate::harness::{read_delta, Server, CLIENT_ID, CLIENT_SECRET};
+use crate::harness::{read_delta, Server};
 use crate::moto::{python_read, Moto};
 use crate::rows::{expected, expected_as_stored, proto_row, rows_as_json, ALL_TYPES};
 
@@ -87,16 +87,8 @@ async fn push_every_type(server: &Server, table: &str) -> String {
     let descriptor = descriptor_from_uc_columns(&columns, "all_types").expect("descriptor");
     let message = message_descriptor(&descriptor).expect("message descriptor");
 
-    let sdk = server.sdk();
     let proto = async {
-        let mut stream = sdk
-            .stream_builder()
-            .table(table)
-            .oauth(CLIENT_ID, CLIENT_SECRET)
-            .compiled_proto(descriptor.clone())
-            .build()
-            .await
-            .expect("proto stream");
+        let mut stream = server.proto_stream(table, descriptor.clone()).await;
         let half = PER_STREAM / 2;
         for i in 0..half {
             let bytes = proto_row(&message, i).encode_to_vec();

@@ -50,19 +50,7 @@ async fn given_system_columns_when_rows_are_replayed_or_live_then_each_row_names
     let dir = tempfile::tempdir().expect("tempdir");
     let mut server = Server::start(dir.path(), "1h").await;
     let table = "main.sys.rows";
-    let out = server.cli(&[
-        "table",
-        "create",
-        table,
-        "--columns",
-        "id BIGINT NOT NULL",
-        "--system-columns",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    server.create_table_with(table, "id BIGINT NOT NULL", &["--system-columns"]);
     let info = server.table_info(table).await;
     let names: Vec<&str> = info["columns"]
         .as_array()

@@ -1,14 +1,16 @@
 //! Fuzz target for the JSON path: arbitrary text appended as a JSON record must never panic,
 //! a rejected record must leave the builder as it was, and a scalar-only table (flat columns)
 //! must hold exactly what the same table with one extra STRUCT column (Arrow builders fed
-//! from the value tree) holds.
+//! from the value tree) holds. The flat table with the `_rescued_data` column accepts every
+//! record the flat table accepts (its rescued cell then null, its other cells equal) and
+//! fails only records the flat table fails too.
 #![no_main]
 
 mod common;
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value as Json;
-use sluice_zeroparser::{RecordBatchBuilder, TableSchema};
+use sluice_zeroparser::{RecordBatchBuilder, TableSchema, RESCUED_DATA_COLUMN};
 
 use common::rows;
 
@@ -35,13 +37,23 @@ fuzz_target!(|data: &[u8]| {
     .expect("nested schema");
     let mut flat = RecordBatchBuilder::new(&flat_schema);
     let mut nested = RecordBatchBuilder::new(&nested_schema);
+    let mut rescuing = RecordBatchBuilder::with_rescued_data(&flat_schema).expect("rescuable");
     // A valid first row, then the input (also split into lines: several records).
     let first = r#"{"id": 1, "name": "a"}"#;
     flat.append_json(first).expect("first row");
     nested.append_json(first).expect("first row");
+    rescuing.append_json(first).expect("first row");
     for record in std::iter::once(text).chain(text.lines()) {
         let before = (flat.len(), nested.len());
+        let rescued_before = rescuing.len();
         let a = flat.append_json(record);
+        match rescuing.append_json(record) {
+            Ok(()) => assert_eq!(rescuing.len(), rescued_before + 1),
+            Err(e) => {
+                assert!(a.is_err(), "rescue rejected what the flat table accepted: {e}");
+                assert_eq!(rescuing.len(), rescued_before);
+            }
+        }
         let b = nested.append_json(record);
         match (&a, &b) {
             (Ok(()), Ok(())) => {
@@ -66,6 +78,18 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let flat_rows = rows(&flat.finish());
+    // Rows the flat table accepted read the same with rescue, with nothing rescued.
+    let rescued_rows = rows(&rescuing.finish());
+    let plain: Vec<Json> = rescued_rows
+        .into_iter()
+        .filter_map(|mut row| {
+            let cell = row.as_object_mut()?.remove(RESCUED_DATA_COLUMN)?;
+            cell.is_null().then_some(row)
+        })
+        .collect();
+    for row in &flat_rows {
+        assert!(plain.contains(row), "row {row} missing with rescue");
+    }
     let nested_rows = without_extra(rows(&nested.finish()));
     assert_eq!(flat_rows, nested_rows);
 });

@@ -5,7 +5,10 @@
 //! wrong-wire-type rejections are exempt (zeroparser stops at 64 levels, prost-reflect at
 //! 100; zeroparser rejects a known field with the wrong wire type, as issue 3 asks). The
 //! descriptor has no uint64 / fixed64 fields: those fill BIGINT only up to i64::MAX, which
-//! zeroparser checks per occurrence (see the report in issue 3).
+//! zeroparser checks per occurrence (see the report in issue 3). The same table with the
+//! `_rescued_data` column must accept and reject exactly the same records with the same
+//! errors, hold the same values, and rescue exactly the top-level unknown fields
+//! prost-reflect keeps (groups aside), by number.
 #![no_main]
 
 mod common;
@@ -23,7 +26,9 @@ use prost_types::{
     FileDescriptorProto, FileDescriptorSet, MessageOptions, OneofDescriptorProto,
 };
 use serde_json::{json, Value as Json};
-use sluice_zeroparser::{DecodeErrorKind, ProtoPlan, RecordBatchBuilder, TableSchema};
+use sluice_zeroparser::{
+    DecodeErrorKind, ProtoPlan, RecordBatchBuilder, TableSchema, RESCUED_DATA_COLUMN,
+};
 
 use common::{f32_json, f64_json, hex, rows, sort_pairs};
 
@@ -314,10 +319,95 @@ fn message_json(message: &DynamicMessage) -> Json {
     )
 }
 
+/// What the rescued-data text must be for the unknown fields prost-reflect kept: by number,
+/// varint / fixed as unsigned numbers, length-delimited as base64, repeats as arrays.
+fn expected_rescue(message: &DynamicMessage) -> Json {
+    use base64::Engine;
+    use prost::encoding::{decode_key, decode_varint, WireType as Wire};
+    let mut object = serde_json::Map::new();
+    for field in message.unknown_fields() {
+        let mut bytes = Vec::new();
+        field.encode(&mut bytes);
+        let mut buf = bytes.as_slice();
+        let (_, wire) = decode_key(&mut buf).expect("key");
+        let value = match wire {
+            Wire::Varint => json!(decode_varint(&mut buf).expect("varint")),
+            Wire::SixtyFourBit => json!(u64::from_le_bytes(buf.try_into().expect("8 bytes"))),
+            Wire::ThirtyTwoBit => json!(u32::from_le_bytes(buf.try_into().expect("4 bytes"))),
+            Wire::LengthDelimited => {
+                decode_varint(&mut buf).expect("length");
+                json!(base64::engine::general_purpose::STANDARD.encode(buf))
+            }
+            Wire::StartGroup | Wire::EndGroup => continue,
+        };
+        match object.get_mut(&field.number().to_string()) {
+            Some(Json::Array(values)) => values.push(value),
+            Some(one) => *one = Json::Array(vec![one.take(), value]),
+            None => {
+                object.insert(field.number().to_string(), value);
+            }
+        }
+    }
+    if object.is_empty() {
+        Json::Null
+    } else {
+        Json::Object(object)
+    }
+}
+
+/// The same record with the `_rescued_data` column: same verdict, same values, and the
+/// rescued text `expected_rescue` gives.
+fn check_rescue(
+    subject: &Subject,
+    data: &[u8],
+    ours: &Result<(), sluice_zeroparser::DecodeError>,
+    plain: Option<&[Json]>,
+    theirs: Option<&DynamicMessage>,
+) {
+    let mut builder = RecordBatchBuilder::with_rescued_data(&subject.schema).expect("rescuable");
+    let rescued = builder.append_proto(&subject.plan, data);
+    assert_eq!(
+        &rescued,
+        ours,
+        "rescue changed the verdict for {}",
+        hex(data)
+    );
+    let (Ok(()), Some(plain)) = (rescued, plain) else {
+        assert!(builder.is_empty());
+        return;
+    };
+    let mut got = rows(&builder.finish());
+    let text = got
+        .first_mut()
+        .and_then(Json::as_object_mut)
+        .and_then(|row| row.remove(RESCUED_DATA_COLUMN))
+        .expect("rescued cell");
+    assert_eq!(got, plain, "rescue changed the values for {}", hex(data));
+    if let Some(message) = theirs {
+        let text: Json = match text {
+            Json::String(text) => serde_json::from_str(&text).expect("rescued text is JSON"),
+            other => other,
+        };
+        assert_eq!(
+            text,
+            expected_rescue(message),
+            "rescued fields of {}",
+            hex(data)
+        );
+    }
+}
+
 fn check(subject: &Subject, data: &[u8]) {
     let mut builder = RecordBatchBuilder::new(&subject.schema);
     let ours = builder.append_proto(&subject.plan, data);
     let theirs = DynamicMessage::decode(subject.message.clone(), data);
+    let plain = ours.is_ok().then(|| {
+        let mut copy = RecordBatchBuilder::new(&subject.schema);
+        copy.append_proto(&subject.plan, data)
+            .expect("accepted once");
+        rows(&copy.finish())
+    });
+    check_rescue(subject, data, &ours, plain.as_deref(), theirs.as_ref().ok());
     match (&ours, &theirs) {
         // Deliberate differences: zeroparser's depth limit is 64 (prost-reflect's 100), and
         // it rejects a known field arriving with the wrong wire type, which prost-reflect
