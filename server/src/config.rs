@@ -71,7 +71,7 @@ pub struct ServeConfig {
     /// Default: 64 MiB.
     pub wal_segment_bytes: u64,
     /// Keep a zero-filled WAL segment ready for each rotation
-    /// (`--wal-prepare-segments`). Default: true.
+    /// (`--wal-prepare-segments`). Default: false.
     pub wal_prepare_segments: bool,
     /// Cluster membership: everything a pod needs to join one. Default: none
     /// (single node, embedded catalog).
@@ -114,7 +114,7 @@ impl ServeConfig {
             limits: crate::limits::Limits::default(),
             wal_fsync: true,
             wal_segment_bytes: 64 << 20,
-            wal_prepare_segments: true,
+            wal_prepare_segments: false,
             cluster: None,
         }
     }

@@ -48,9 +48,11 @@ pub struct WalOptions {
     pub max_queued_bytes: usize,
     /// Default: [`RecoveryMode::TolerateTailCorruption`].
     pub recovery: RecoveryMode,
-    /// Keep a zero-filled segment ready for each rotation (a background thread writes it),
-    /// so fdatasyncs into it skip the journal commit that `fallocate`d blocks cost on ext4
-    /// and XFS. Costs a second write of every segment's bytes. Default: true.
+    /// Keep a zero-filled segment ready for each rotation (a background thread writes it
+    /// while the writer is idle), so fdatasyncs into it skip the journal commit that
+    /// `fallocate`d blocks cost on ext4 and XFS: a lower fdatasync p50 once in it, but a
+    /// second write of every segment's bytes, and while a segment is being prepared the
+    /// writer's fdatasync p99 roughly doubles (see `spare`). Default: false.
     pub prepare_segments: bool,
 }
 
@@ -67,7 +69,7 @@ impl WalOptions {
             durability: Durability::default(),
             max_queued_bytes: 64 << 20,
             recovery: RecoveryMode::default(),
-            prepare_segments: true,
+            prepare_segments: false,
         }
     }
 

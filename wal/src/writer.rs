@@ -119,7 +119,7 @@ impl Writer {
 
     fn run(&mut self) {
         loop {
-            let Some(first) = self.deferred.pop_front().or_else(|| self.rx.recv().ok()) else {
+            let Some(first) = self.deferred.pop_front().or_else(|| self.next_command()) else {
                 // Every handle is gone without a close: still leave the log synced.
                 if let Err(e) = self.finish() {
                     tracing::warn!(error = %e, "WAL writer stopped after a failure");
@@ -146,6 +146,21 @@ impl Writer {
                 return;
             }
         }
+    }
+
+    /// The next command from the channel, blocking; tells the preparer when the writer is
+    /// idle (nothing queued), so it writes only then.
+    fn next_command(&self) -> Option<Command> {
+        if let Ok(command) = self.rx.try_recv() {
+            return Some(command);
+        }
+        let Some(preparer) = &self.preparer else {
+            return self.rx.recv().ok();
+        };
+        preparer.set_writer_idle(true);
+        let command = self.rx.recv().ok();
+        preparer.set_writer_idle(false);
+        command
     }
 
     /// The first command plus everything already queued behind it, up to the byte cap or a

@@ -27,8 +27,9 @@ use crate::ledger::{finish_producers, open_stream, produce, snapshot_unacked, Le
 
 /// Producer streams.
 const STREAMS: i64 = 8;
-/// Small WAL segments, so that the kills also land during rotations, adoptions of prepared
-/// (zero-filled) segments and purges, not only during appends to one big segment.
+/// Small WAL segments with prepared (zero-filled) segments on, so that the kills also land
+/// during rotations, adoptions of prepared segments and purges, not only during appends to
+/// one big segment.
 const WAL_SEGMENT_BYTES: &str = "262144";
 
 fn kills_wanted() -> usize {
@@ -47,7 +48,12 @@ async fn given_sigkills_at_random_instants_then_every_acked_record_is_in_delta_a
     let mut server = Server::start_with_args(
         dir.path(),
         "500ms",
-        &["--wal-segment-bytes", WAL_SEGMENT_BYTES],
+        &[
+            "--wal-segment-bytes",
+            WAL_SEGMENT_BYTES,
+            "--wal-prepare-segments",
+            "true",
+        ],
     )
     .await;
     let table = "main.torture.records";

@@ -12,6 +12,13 @@ use sluice_wal::{RecoveryMode, Wal};
 
 use crate::common::{append_many, read_all, segment_files, small_segments};
 
+/// Small segments with prepared segments on.
+fn prepared(dir: &Path) -> sluice_wal::WalOptions {
+    let mut opts = small_segments(dir);
+    opts.prepare_segments = true;
+    opts
+}
+
 /// The real file system, recording renames and optionally refusing to create spares.
 #[derive(Clone, Default)]
 struct RecordingFs {
@@ -96,8 +103,7 @@ async fn given_rotations_then_prepared_segments_are_adopted_and_every_frame_read
 ) {
     let dir = tempfile::tempdir().expect("tempdir");
     let fs = RecordingFs::default();
-    let (wal, _) =
-        Wal::open_with_fs(small_segments(dir.path()), Arc::new(fs.clone())).expect("open");
+    let (wal, _) = Wal::open_with_fs(prepared(dir.path()), Arc::new(fs.clone())).expect("open");
     let frames = append_rounds(&wal, 30).await;
     let renames = fs.renames();
     assert!(
@@ -123,7 +129,7 @@ async fn given_rotations_then_prepared_segments_are_adopted_and_every_frame_read
         "close removes the unused spare"
     );
 
-    let mut strict = small_segments(dir.path());
+    let mut strict = prepared(dir.path());
     strict.recovery = RecoveryMode::AbsoluteConsistency;
     let (wal, recovered) = Wal::open(strict).expect("reopen in absolute mode");
     assert_eq!(recovered.truncated_bytes, 0);
@@ -134,13 +140,13 @@ async fn given_rotations_then_prepared_segments_are_adopted_and_every_frame_read
 #[tokio::test]
 async fn given_a_spare_left_by_a_crash_when_the_log_opens_then_it_is_removed_and_ignored() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (wal, _) = Wal::open(small_segments(dir.path())).expect("open");
+    let (wal, _) = Wal::open(prepared(dir.path())).expect("open");
     let frames = append_many(&wal, 0..50).await;
     wal.close().expect("close");
     let leftover = dir.path().join("prepared-7.tmp");
     std::fs::write(&leftover, [0x55u8; 1000]).expect("write a leftover spare");
 
-    let (wal, recovered) = Wal::open(small_segments(dir.path())).expect("reopen");
+    let (wal, recovered) = Wal::open(prepared(dir.path())).expect("reopen");
     assert!(!leftover.exists(), "the leftover spare is removed at open");
     assert_eq!(recovered.end_lsn, frames.last().expect("frames").end_lsn);
     assert_eq!(read_all(&wal, 0), frames);
@@ -154,8 +160,7 @@ async fn given_a_preparer_that_cannot_create_spares_then_rotation_creates_segmen
         refuse_spares: true,
         ..RecordingFs::default()
     };
-    let (wal, _) =
-        Wal::open_with_fs(small_segments(dir.path()), Arc::new(fs.clone())).expect("open");
+    let (wal, _) = Wal::open_with_fs(prepared(dir.path()), Arc::new(fs.clone())).expect("open");
     let frames = append_rounds(&wal, 20).await;
     assert!(segment_files(dir.path()).len() > 3, "the log rotated");
     assert!(fs.renames().is_empty(), "no spare was ever adopted");

@@ -36,7 +36,9 @@ pub struct SeedResult {
 pub async fn run(dir: &Path, bytes: u64, segment: Segment) -> anyhow::Result<SeedResult> {
     let _ = std::fs::remove_dir_all(dir);
     let fs = CountingFs::default();
-    let (wal, _) = Wal::open_with_fs(WalOptions::new(dir), Arc::new(fs.clone()))?;
+    let mut opts = WalOptions::new(dir);
+    opts.prepare_segments = segment == Segment::Prepared;
+    let (wal, _) = Wal::open_with_fs(opts, Arc::new(fs.clone()))?;
     if segment == Segment::Prepared {
         rotate_onto_prepared(&wal, &fs).await?;
     }
