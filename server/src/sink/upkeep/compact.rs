@@ -2,11 +2,17 @@
 //! and commits the swap as one `OPTIMIZE` commit (Remove + Add, both with
 //! `dataChange: false`).
 //!
-//! Runs beside appends without conflicts: an append reads nothing and
-//! removes nothing, so when the two race for a log version deltalake's
-//! conflict checker lets the loser commit at the next version. Two
-//! compactions removing the same file (two pods) do conflict; the loser
-//! fails with a concurrent-delete error and tries again later on fresh state.
+//! Runs beside appends, but never lets deltalake move the commit to a later
+//! version by itself: its conflict checker only counts a winner's removes
+//! with `dataChange: true` as deletes, so two compactions of the same files
+//! (the upkeeps of two pods on one table) would both land and every row of
+//! those files would be in the table twice. So the commit is tried only at
+//! the version after the snapshot it was built on (`max_retries(0)`); when
+//! another writer took that version, the log is reloaded and the commit is
+//! tried again on the new snapshot only if every file it removes is still in
+//! it (appends never remove files, so they never stop a compaction); if one
+//! is gone another compaction won, and this one gives up (its new files stay
+//! unreferenced) and looks again next round. [`COMMIT_ATTEMPTS`] bounds it.
 //!
 //! Bins: files smaller than half the target, in log order (roughly
 //! ingest order, which keeps time-ordered data clustered), filled greedily
@@ -14,18 +20,22 @@
 //! small file at a time (below half the target, so memory stays bounded)
 //! and written into one new Parquet file.
 
-use deltalake::kernel::transaction::CommitBuilder;
+use deltalake::kernel::transaction::{CommitBuilder, TransactionError};
 use deltalake::kernel::Action;
 use deltalake::protocol::DeltaOperation;
 use deltalake::table::config::TablePropertiesExt;
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
-use deltalake::DeltaTable;
+use deltalake::{DeltaTable, DeltaTableError};
 use object_store::ObjectStoreExt;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde::Serialize;
 
 use crate::error::{Result, ServerError};
 use crate::sink::file_layout::writer_properties;
+
+/// Commit attempts of one compaction, each at the version after a fresh
+/// snapshot that still holds every file it removes.
+const COMMIT_ATTEMPTS: usize = 20;
 
 /// What a compaction did.
 #[derive(Debug, Default, Clone, Serialize)]
@@ -108,21 +118,66 @@ pub async fn compact(table: &mut DeltaTable, min_files: usize) -> Result<Compact
             actions.push(Action::Remove(file.remove));
         }
     }
-    let finalized = CommitBuilder::default()
-        .with_actions(actions)
-        .build(
-            Some(table.snapshot()?),
-            table.log_store(),
-            DeltaOperation::Optimize {
-                predicate: None,
-                target_size: target,
-            },
-        )
-        .await?;
-    report.version = Some(finalized.version());
+    let removed: Vec<String> = actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Remove(r) => Some(r.path.clone()),
+            _ => None,
+        })
+        .collect();
+    let operation = DeltaOperation::Optimize {
+        predicate: None,
+        target_size: target,
+    };
+    let mut landed = None;
+    for _ in 0..COMMIT_ATTEMPTS {
+        let attempt = CommitBuilder::default()
+            .with_actions(actions.clone())
+            .with_max_retries(0)
+            .build(
+                Some(table.snapshot()?),
+                table.log_store(),
+                operation.clone(),
+            )
+            .await;
+        match attempt {
+            Ok(finalized) => {
+                landed = Some(finalized.version());
+                break;
+            }
+            Err(DeltaTableError::Transaction {
+                source: TransactionError::MaxCommitAttempts(_),
+            }) => {
+                table.update_incremental(None).await?;
+                if !all_active(table, &removed)? {
+                    tracing::info!(
+                        files = removed.len(),
+                        "another writer compacted these files first; giving up this compaction"
+                    );
+                    return Ok(CompactReport::default());
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let Some(version) = landed else {
+        return Ok(CompactReport::default());
+    };
+    report.version = Some(version);
     table.update_incremental(None).await?;
     metrics::counter!("sluice_upkeep_files_compacted_total").increment(report.files_removed as u64);
     Ok(report)
+}
+
+/// Whether every path of `removed` is a file of the table's current snapshot.
+fn all_active(table: &DeltaTable, removed: &[String]) -> Result<bool> {
+    let active: std::collections::HashSet<String> = table
+        .snapshot()?
+        .log_data()
+        .iter()
+        .map(|f| f.path().to_string())
+        .collect();
+    Ok(removed.iter().all(|p| active.contains(p)))
 }
 
 /// Greedy bins of files (in the given order) up to `target` bytes; bins of
@@ -159,7 +214,71 @@ fn bin_ranges(sizes: &[i64], target: i64) -> Vec<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::bin_ranges;
+    use std::sync::Arc;
+
+    use arrow_array::{Int64Array, RecordBatch};
+    use deltalake::writer::{DeltaWriter, RecordBatchWriter};
+
+    use super::{bin_ranges, compact};
+    use crate::warehouse::{S3Settings, Warehouse};
+
+    /// Rows of the table's current snapshot (from the Add actions' statistics).
+    fn rows(table: &deltalake::DeltaTable) -> usize {
+        table
+            .snapshot()
+            .expect("snapshot")
+            .log_data()
+            .iter()
+            .map(|f| f.num_records().expect("numRecords"))
+            .sum()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn two_compactions_of_the_same_files_never_both_land() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let warehouse =
+            Warehouse::parse(None, dir.path(), &S3Settings::default()).expect("warehouse");
+        let url = warehouse.table_url("c", "s", "t").expect("url");
+        let schema = sluice_zeroparser::TableSchema::parse("id BIGINT NOT NULL").expect("schema");
+        let mut table = warehouse
+            .open_or_empty(&url)
+            .await
+            .expect("open")
+            .create()
+            .with_columns(crate::sink::delta_fields(&schema.columns).expect("fields"))
+            .await
+            .expect("create");
+        let arrow = Arc::new(arrow_schema::Schema::new(vec![arrow_schema::Field::new(
+            "id",
+            arrow_schema::DataType::Int64,
+            false,
+        )]));
+        let (files, per_file) = (40i64, 1000i64);
+        for f in 0..files {
+            let ids: Vec<i64> = (f * per_file..(f + 1) * per_file).collect();
+            let batch = RecordBatch::try_new(arrow.clone(), vec![Arc::new(Int64Array::from(ids))])
+                .expect("batch");
+            let mut writer = RecordBatchWriter::for_table(&table).expect("writer");
+            writer.write(batch).await.expect("write");
+            writer.flush_and_commit(&mut table).await.expect("commit");
+        }
+        // Two upkeeps (two pods) with their own handles compact at once.
+        let mut a = warehouse.open(&url).await.expect("open a");
+        let mut b = warehouse.open(&url).await.expect("open b");
+        let (ra, rb) = tokio::join!(compact(&mut a, 2), compact(&mut b, 2));
+        let (ra, rb) = (ra.expect("compaction a"), rb.expect("compaction b"));
+        assert_eq!(
+            [ra.files_removed, rb.files_removed]
+                .iter()
+                .filter(|n| **n > 0)
+                .count(),
+            1,
+            "exactly one compaction lands: {ra:?} {rb:?}"
+        );
+        let mut check = warehouse.open(&url).await.expect("open check");
+        check.update_incremental(None).await.expect("update");
+        assert_eq!(rows(&check), (files * per_file) as usize);
+    }
 
     #[test]
     fn bins_fill_up_to_the_target_in_order() {
