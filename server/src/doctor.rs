@@ -7,6 +7,7 @@
 //! | WAL fdatasync IOPS | same run: writes per second | > 500 | > 250 | ≤ 250 |
 //! | WAL sequential write | 1 MiB writes, one `fdatasync` at the end | ≥ 100 MB/s | ≥ 30 MB/s | below |
 //! | WAL free space | `statvfs` of the WAL directory | ≥ 4 GiB | ≥ 1 GiB | below |
+//! | warehouse reachable | one listing of the probe prefix (endpoint, bucket, credentials), ≤ 15 s | answers | | error or no answer (no other warehouse probe runs) |
 //! | warehouse PUT / GET | 16 MiB objects through `object_store` | ≥ 100 MB/s | ≥ 20 MB/s | below |
 //! | warehouse put-if-absent | small `PutMode::Create` PUTs; a second one must be refused | p99 < 50 ms | < 200 ms | slower, or not refused |
 //!
@@ -14,9 +15,12 @@
 //! fdatasync, so its p99 bounds the ack latency); the warn band is twice as loose; the
 //! others are Sluice's own floor for a pod worth running. Every probe writes only below
 //! `{wal dir}/.doctor-*` and `{warehouse}/_sluice_doctor/` and removes what it wrote.
+//! The warehouse is a local folder or `s3://bucket/prefix`, reached with the same S3
+//! settings (`--s3-*` flags, `AWS_*` variables) as `sluice serve`.
 //! `--quick` shrinks every probe (for tests and smoke checks); its figures are noisier.
 
 mod stats;
+mod store_error;
 mod wal_disk;
 mod warehouse;
 
@@ -30,6 +34,9 @@ pub struct DoctorOptions {
     pub data_dir: PathBuf,
     /// `--warehouse` as `sluice serve` takes it. Default: `{data_dir}/warehouse`.
     pub warehouse: Option<String>,
+    /// S3 settings of an `s3://` warehouse, as `sluice serve` takes them. Default: none
+    /// (the `AWS_*` environment).
+    pub s3: crate::warehouse::S3Settings,
     /// Bytes written by the fdatasync probe. Default: 22 MB.
     pub fsync_bytes: u64,
     /// Bytes written by the bandwidth probe. Default: 256 MiB.
@@ -46,6 +53,7 @@ impl DoctorOptions {
         DoctorOptions {
             data_dir,
             warehouse,
+            s3: crate::warehouse::S3Settings::default(),
             fsync_bytes: 22_000_000,
             bandwidth_bytes: 256 << 20,
             objects: 4,

@@ -69,9 +69,11 @@ enum Command {
         /// Data directory whose `wal` folder to probe.
         #[arg(long, default_value = DEFAULT_DATA_DIR)]
         data_dir: PathBuf,
-        /// Warehouse to probe (path or file:// URL). Default: <data-dir>/warehouse.
+        /// Warehouse to probe (path, file:// or s3://bucket/prefix URL). Default: <data-dir>/warehouse.
         #[arg(long)]
         warehouse: Option<String>,
+        #[command(flatten)]
+        s3: sluice_server::warehouse::S3Settings,
         /// Small probes (seconds instead of tens of seconds); noisier figures.
         #[arg(long)]
         quick: bool,
@@ -512,9 +514,11 @@ async fn main() -> anyhow::Result<()> {
         Command::Doctor {
             data_dir,
             warehouse,
+            s3,
             quick,
         } => {
             let mut opts = sluice_server::doctor::DoctorOptions::new(data_dir, warehouse);
+            opts.s3 = s3;
             if quick {
                 opts = opts.quick();
             }

@@ -8,6 +8,7 @@
 //! have committed all their frames), so segments wholly below `P` can go —
 //! after re-logging the stream-open frames that records above `P` still need.
 
+mod commit_properties;
 mod delta_schema;
 pub mod file_layout;
 pub mod rescued_data;
@@ -15,6 +16,7 @@ pub mod system_columns;
 mod table_sink;
 pub mod upkeep;
 
+pub use commit_properties::{commit_properties, COMMIT_RETRIES};
 pub use delta_schema::{delta_fields, delta_type};
 pub use table_sink::{open_table, AddedColumns, FlushOutcome, SharedSink, TableSink};
 

@@ -15,15 +15,14 @@
 //! and reads its own txn version, and drops the batches that are already in
 //! Delta instead of committing them twice. Conflicts with other writers
 //! (another pod, compaction) are retried by deltalake at the next version
-//! (blind appends never conflict logically).
+//! (blind appends never conflict logically), up to
+//! [`super::COMMIT_RETRIES`] times (see `commit_properties`).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use arrow_array::RecordBatch;
-use deltalake::kernel::transaction::CommitProperties;
-use deltalake::kernel::Transaction;
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
 use deltalake::DeltaTable;
 use sluice_wal::{Lsn, Reservation, Wal};
@@ -343,17 +342,7 @@ async fn commit(
     let read_version = table.version().unwrap_or(0);
     let mut writer = RecordBatchWriter::for_table(table)?
         .with_writer_properties(props)
-        .with_commit_properties(
-            CommitProperties::default()
-                .with_application_transaction(Transaction::new(wal_id, version))
-                // Recorded in commitInfo, so a reader sees which commits lost
-                // a race for their version and were retried.
-                .with_metadata([("readVersion".to_string(), serde_json::json!(read_version))])
-                // Checkpoints and log cleanup run in the upkeep task, not
-                // on the ingest path.
-                .with_create_checkpoint(false)
-                .with_cleanup_expired_logs(Some(false)),
-        );
+        .with_commit_properties(super::commit_properties(wal_id, version, read_version));
     let schema = batches
         .first()
         .map(|(b, _)| b.schema())

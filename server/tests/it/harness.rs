@@ -184,12 +184,12 @@ impl Server {
 
     /// Creates a table through the CLI.
     pub fn create_table(&self, name: &str, columns: &str) {
-        self.create_table_with(name, columns, &[]);
+        self.create_table_with_flags(name, columns, &[]);
     }
 
     /// Creates a table through the CLI with extra `table create` flags
     /// (e.g. `--system-columns`).
-    pub fn create_table_with(&self, name: &str, columns: &str, flags: &[&str]) {
+    pub fn create_table_with_flags(&self, name: &str, columns: &str, flags: &[&str]) {
         let mut args = vec!["table", "create", name, "--columns", columns];
         args.extend_from_slice(flags);
         let out = self.cli(&args);
@@ -202,7 +202,20 @@ impl Server {
 
     /// Creates a table through the CLI and returns its storage location.
     pub async fn create_table_at(&self, name: &str, columns: &str) -> String {
-        self.create_table(name, columns);
+        self.create_table_with(name, columns, &[]).await
+    }
+
+    /// Creates a table through the CLI with more `table create` arguments
+    /// (e.g. `--property delta.KEY=VALUE`) and returns its storage location.
+    pub async fn create_table_with(&self, name: &str, columns: &str, extra: &[&str]) -> String {
+        let mut args = vec!["table", "create", name, "--columns", columns];
+        args.extend_from_slice(extra);
+        let out = self.cli(&args);
+        assert!(
+            out.status.success(),
+            "table create failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         self.table_info(name).await["storage_location"]
             .as_str()
             .expect("storage_location")

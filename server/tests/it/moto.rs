@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use crate::harness::free_port;
 
-const BUCKET: &str = "sluice-it";
+pub const BUCKET: &str = "sluice-it";
 
 /// The repository's root directory.
 pub fn repo_root() -> PathBuf {
@@ -40,6 +40,27 @@ pub fn venv_bin(name: &str, override_var: &str) -> PathBuf {
         p.display()
     );
     p
+}
+
+/// `--warehouse warehouse` and the S3 flags of moto's test credentials at
+/// `endpoint`.
+pub fn s3_args(warehouse: &str, endpoint: &str) -> Vec<String> {
+    [
+        "--warehouse",
+        warehouse,
+        "--s3-endpoint",
+        endpoint,
+        "--s3-region",
+        "us-east-1",
+        "--s3-access-key-id",
+        "testing",
+        "--s3-secret-access-key",
+        "testing",
+        "--s3-allow-http",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
 }
 
 /// A running moto S3 server with one bucket.
@@ -88,22 +109,13 @@ impl Moto {
 
     /// The `sluice serve` flags of a warehouse under `prefix` in the bucket.
     pub fn serve_args(&self, prefix: &str) -> Vec<String> {
-        [
-            "--warehouse",
-            &format!("s3://{BUCKET}/{prefix}"),
-            "--s3-endpoint",
-            &self.endpoint,
-            "--s3-region",
-            "us-east-1",
-            "--s3-access-key-id",
-            "testing",
-            "--s3-secret-access-key",
-            "testing",
-            "--s3-allow-http",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
+        self.warehouse_args(&format!("s3://{BUCKET}/{prefix}"))
+    }
+
+    /// `--warehouse warehouse` with the flags that reach this server (the
+    /// same for `sluice serve` and `sluice doctor`).
+    pub fn warehouse_args(&self, warehouse: &str) -> Vec<String> {
+        s3_args(warehouse, &self.endpoint)
     }
 
     /// Storage options for readers (Python deltalake/polars, the deltalake crate).

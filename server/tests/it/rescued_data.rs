@@ -147,7 +147,7 @@ async fn given_rescued_data_when_records_do_not_fit_then_the_rest_lands_in_rescu
     let dir = tempfile::tempdir().expect("tempdir");
     let mut server = Server::start(dir.path(), "1h").await;
     let table = "main.rescue.readings";
-    server.create_table_with(table, COLUMNS, &["--rescued-data", "--system-columns"]);
+    server.create_table_with_flags(table, COLUMNS, &["--rescued-data", "--system-columns"]);
     let info = server.table_info(table).await;
     let location = info["storage_location"]
         .as_str()

@@ -50,7 +50,7 @@ async fn given_system_columns_when_rows_are_replayed_or_live_then_each_row_names
     let dir = tempfile::tempdir().expect("tempdir");
     let mut server = Server::start(dir.path(), "1h").await;
     let table = "main.sys.rows";
-    server.create_table_with(table, "id BIGINT NOT NULL", &["--system-columns"]);
+    server.create_table_with_flags(table, "id BIGINT NOT NULL", &["--system-columns"]);
     let info = server.table_info(table).await;
     let names: Vec<&str> = info["columns"]
         .as_array()

@@ -13,8 +13,9 @@
 use std::time::Duration;
 
 use crate::harness::Server;
+use crate::id_v;
+use crate::log_retention::LogListing;
 use crate::moto::{python_read, Moto};
-use crate::rows::rows_as_json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_ingest_on_s3_when_compaction_and_checkpoints_run_beside_it_then_rows_stay_files_shrink_and_python_reads_the_checkpoint(
@@ -30,24 +31,13 @@ async fn given_ingest_on_s3_when_compaction_and_checkpoints_run_beside_it_then_r
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut server = Server::start_with_args(dir.path(), "20ms", &args).await;
     let table = "main.s3.upkeep";
-    let out = server.cli(&[
-        "table",
-        "create",
-        table,
-        "--columns",
-        "id BIGINT NOT NULL, v STRING",
-        "--property",
-        "delta.checkpointInterval=5",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let location = server.table_info(table).await["storage_location"]
-        .as_str()
-        .expect("location")
-        .to_string();
+    let location = server
+        .create_table_with(
+            table,
+            id_v::COLUMNS,
+            &["--property", "delta.checkpointInterval=5"],
+        )
+        .await;
     let prefix = location
         .strip_prefix("s3://sluice-it/")
         .expect("on the test bucket")
@@ -55,22 +45,7 @@ async fn given_ingest_on_s3_when_compaction_and_checkpoints_run_beside_it_then_r
 
     let n: i64 = 6_000;
     let stream = server.json_stream(table).await;
-    let ingest = async {
-        let mut stream = stream;
-        for start in (0..n).step_by(20) {
-            let recs: Vec<_> = (start..start + 20)
-                .map(|i| {
-                    databricks_zerobus_ingest_sdk::JsonString(
-                        serde_json::json!({"id": i, "v": format!("v{i}")}).to_string(),
-                    )
-                })
-                .collect();
-            stream.ingest_records_offset(recs).await.expect("ingest");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        stream.flush().await.expect("acked");
-        stream.close().await.expect("close");
-    };
+    let ingest = id_v::push(stream, n, 20, Duration::from_millis(5));
     let by_hand = async {
         let mut optimized = 0;
         for _ in 0..3 {
@@ -112,13 +87,11 @@ async fn given_ingest_on_s3_when_compaction_and_checkpoints_run_beside_it_then_r
 
     // Read from the checkpoint alone: delete the JSON commits it covers.
     let log = moto.list(&format!("{prefix}_delta_log/")).await;
-    let checkpoint = log
-        .iter()
-        .filter(|k| k.ends_with(".checkpoint.parquet"))
-        .filter_map(|k| k.rsplit('/').next()?.split('.').next()?.parse::<u64>().ok())
-        .max()
+    let listing = LogListing::new(&log);
+    let checkpoint = listing
+        .checkpoint
         .unwrap_or_else(|| panic!("no checkpoint in {log:?}"));
-    assert!(log.iter().any(|k| k.ends_with("_last_checkpoint")));
+    assert!(listing.last_checkpoint_file, "{log:?}");
     for key in &log {
         let version = key
             .rsplit('/')
@@ -136,15 +109,7 @@ async fn given_ingest_on_s3_when_compaction_and_checkpoints_run_beside_it_then_r
         "upkeep: {appends} appends, {compacted} files compacted ({optimized_by_hand} by hand during ingest), \
          checkpoint at {checkpoint}, vacuum {vacuum}, python: {s}"
     );
-    assert_eq!(s["rows"], n, "{s}");
-    assert_eq!(s["polars_rows"], n, "{s}");
-    assert_eq!(s["polars_distinct_ids"], n, "{s}");
-    let mut rows = rows_as_json(&read.batches);
-    rows.sort_by_key(|r| r["id"].as_i64().expect("id"));
-    for (i, r) in rows.iter().enumerate() {
-        assert_eq!(r["id"], i as i64);
-        assert_eq!(r["v"], format!("v{i}"));
-    }
+    id_v::assert_read_once(&read, n);
     let files = s["files"].as_u64().expect("files") as f64;
     assert!(compacted > 0.0, "nothing was compacted");
     assert!(

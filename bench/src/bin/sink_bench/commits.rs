@@ -1,8 +1,11 @@
 //! Commit rate on one table with 1, 2, 4 concurrent writers, each with its
 //! own table handle (as separate pods have), each committing one-row
-//! appends back to back for a fixed time. A commit whose version is past
-//! its read version + 1 lost at least one put-if-absent race and was
-//! retried by deltalake at a later version.
+//! appends back to back for a fixed time, with the sink's own commit
+//! properties (txn action of the writer's app id, readVersion, retry budget
+//! `COMMIT_RETRIES`, no checkpoint on the commit path). A commit whose
+//! version is past its read version + 1 lost at least one put-if-absent
+//! race and was retried by deltalake at a later version. CPU time is this
+//! process's (all writers; the S3 server is another process).
 
 use std::time::{Duration, Instant};
 
@@ -17,14 +20,20 @@ pub struct CommitRate {
     pub raced: u64,
     pub failed: u64,
     pub seconds: f64,
+    /// CPU seconds of this process during the run.
+    pub cpu_s: f64,
+    /// Each distinct error of a failed commit with its count.
+    pub errors: std::collections::BTreeMap<String, u64>,
 }
 
-/// Runs `writers` writers on a new table `name` for `seconds`.
+/// Runs `writers` writers on a new table `name` for `seconds`, each commit
+/// retrying up to `retries` lost races.
 pub async fn run(
     warehouse: &Warehouse,
     name: &str,
     writers: usize,
     seconds: u64,
+    retries: usize,
 ) -> Result<CommitRate> {
     let url = warehouse.table_url("bench", "commits", name)?;
     let schema = sluice_zeroparser::TableSchema::parse("id BIGINT NOT NULL")?;
@@ -35,15 +44,23 @@ pub async fn run(
         .with_columns(sluice_server::sink::delta_fields(&schema.columns)?)
         .await?;
     let started = Instant::now();
+    let cpu_before = crate::throughput::cpu_seconds();
     let deadline = started + Duration::from_secs(seconds);
     let mut tasks = Vec::new();
     for w in 0..writers {
         let mut table = warehouse.open(&url).await?;
         tasks.push(tokio::spawn(async move {
             let (mut commits, mut raced, mut failed) = (0u64, 0u64, 0u64);
+            let mut errors = std::collections::BTreeMap::<String, u64>::new();
             let mut next = w as i64 * 1_000_000_000;
             while Instant::now() < deadline {
                 let read = table.version().unwrap_or(0);
+                let props = sluice_server::sink::commit_properties(
+                    &format!("sink-bench-writer-{w}"),
+                    next,
+                    read,
+                )
+                .with_max_retries(retries);
                 let schema =
                     std::sync::Arc::new(arrow_schema::Schema::new(vec![arrow_schema::Field::new(
                         "id",
@@ -55,7 +72,8 @@ pub async fn run(
                     vec![std::sync::Arc::new(Int64Array::from(vec![next]))],
                 )?;
                 next += 1;
-                let mut writer = RecordBatchWriter::for_table(&table)?;
+                let mut writer =
+                    RecordBatchWriter::for_table(&table)?.with_commit_properties(props);
                 writer.write(batch).await?;
                 match writer.flush_and_commit(&mut table).await {
                     Ok(v) => {
@@ -64,13 +82,14 @@ pub async fn run(
                             raced += 1;
                         }
                     }
-                    Err(_) => {
+                    Err(e) => {
                         failed += 1;
+                        *errors.entry(e.to_string()).or_default() += 1;
                         table.update_incremental(None).await?;
                     }
                 }
             }
-            anyhow::Ok((commits, raced, failed))
+            anyhow::Ok((commits, raced, failed, errors))
         }));
     }
     let mut r = CommitRate {
@@ -78,13 +97,19 @@ pub async fn run(
         raced: 0,
         failed: 0,
         seconds: 0.0,
+        cpu_s: 0.0,
+        errors: Default::default(),
     };
     for t in tasks {
-        let (c, x, f) = t.await??;
+        let (c, x, f, errors) = t.await??;
         r.commits += c;
         r.raced += x;
         r.failed += f;
+        for (e, n) in errors {
+            *r.errors.entry(e).or_default() += n;
+        }
     }
     r.seconds = started.elapsed().as_secs_f64();
+    r.cpu_s = crate::throughput::cpu_seconds() - cpu_before;
     Ok(r)
 }

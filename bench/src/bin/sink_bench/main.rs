@@ -11,7 +11,10 @@
 //! Run: `scripts/bench-sink.sh` (release build, then this binary).
 //! Options: `--sluice PATH`, `--seconds N` (freshness per scenario, 10),
 //! `--rate N` (records/s, 2000), `--compact-seconds N` (60),
-//! `--commit-seconds N` (10), `--throughput-commits N` (8).
+//! `--commit-seconds N` (10), `--commit-retries N` (the sink's
+//! `COMMIT_RETRIES`), `--throughput-commits N` (8),
+//! `--sections LIST` (comma-separated subset of
+//! `freshness,throughput,compaction,commits`; default all).
 
 mod commits;
 mod compaction;
@@ -49,6 +52,26 @@ struct Options {
     /// Commits of the in-process sink throughput run.
     #[arg(long, default_value_t = 8)]
     throughput_commits: usize,
+    /// Lost races each commit of the commit-rate section may retry
+    /// (default: the sink's `COMMIT_RETRIES`; deltalake's own default is 15).
+    #[arg(long, default_value_t = sluice_server::sink::COMMIT_RETRIES)]
+    commit_retries: usize,
+    /// Sections to run, in this order.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "freshness,throughput,compaction,commits"
+    )]
+    sections: Vec<Section>,
+}
+
+/// One part of the benchmark.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Section {
+    Freshness,
+    Throughput,
+    Compaction,
+    Commits,
 }
 
 /// A server on the local warehouse (`moto`: None) or on S3 under `prefix`.
@@ -93,7 +116,23 @@ async fn main() -> Result<()> {
         "Sluice sink benchmark ({cores} cores; S3 = moto_server on loopback; {} rec/s of ~200-byte JSON)",
         opts.rate
     );
+    let wants = |s: Section| opts.sections.contains(&s);
+    if wants(Section::Freshness) {
+        freshness_section(&opts, &moto).await?;
+    }
+    if wants(Section::Throughput) {
+        throughput_section(&opts).await?;
+    }
+    if wants(Section::Compaction) {
+        compaction_section(&opts).await?;
+    }
+    if wants(Section::Commits) {
+        commits_section(&opts, &moto).await?;
+    }
+    Ok(())
+}
 
+async fn freshness_section(opts: &Options, moto: &moto::Moto) -> Result<()> {
     let mut t = Table::new(&[
         "warehouse",
         "flush",
@@ -101,10 +140,10 @@ async fn main() -> Result<()> {
         "fresh p99 ms",
         "samples",
     ]);
-    for (store, m) in [("local", None), ("s3 (moto)", Some(&moto))] {
+    for (store, m) in [("local", None), ("s3 (moto)", Some(moto))] {
         for flush in ["1s", "250ms", "100ms"] {
             let prefix = format!("fresh-{}-{flush}", if m.is_some() { "s3" } else { "local" });
-            let (server, warehouse, dir) = start(&opts, m, &prefix, flush, &[])?;
+            let (server, warehouse, dir) = start(opts, m, &prefix, flush, &[])?;
             server.wait_ready().await?;
             let mut s = freshness::run(
                 &server,
@@ -131,6 +170,10 @@ async fn main() -> Result<()> {
     );
     print!("{}", t.render());
 
+    Ok(())
+}
+
+async fn throughput_section(opts: &Options) -> Result<()> {
     let r = throughput::run(opts.throughput_commits, 100_000).await?;
     let mut t = Table::new(&[
         "commits",
@@ -153,8 +196,12 @@ async fn main() -> Result<()> {
     println!("\nSink throughput: Arrow → Parquet (zstd 3, page statistics) → Delta commit, local, in-process");
     print!("{}", t.render());
 
+    Ok(())
+}
+
+async fn compaction_section(opts: &Options) -> Result<()> {
     let (server, warehouse, dir) = start(
-        &opts,
+        opts,
         None,
         "compaction",
         "1s",
@@ -165,27 +212,35 @@ async fn main() -> Result<()> {
     drop(server);
     let _ = std::fs::remove_dir_all(dir);
     let minutes = c.seconds as f64 / 60.0;
-    let mut t = Table::new(&["", "files", "files/min", "mean file KB"]);
-    t.row(vec![
-        "before".into(),
-        c.before.count.to_string(),
-        format!("{:.1}", c.before.count as f64 / minutes),
-        format!("{:.1}", c.before.mean_bytes / 1e3),
-    ]);
-    t.row(vec![
-        "after optimize".into(),
-        c.after.count.to_string(),
-        format!("{:.1}", c.after.count as f64 / minutes),
-        format!("{:.1}", c.after.mean_bytes / 1e3),
-    ]);
+    let mut t = Table::new(&["", "files", "files/min", "mean file KB", "rows"]);
+    for (label, files) in [("before", &c.before), ("after optimize", &c.after)] {
+        t.row(vec![
+            label.into(),
+            files.count.to_string(),
+            format!("{:.1}", files.count as f64 / minutes),
+            format!("{:.1}", files.mean_bytes / 1e3),
+            files.rows.to_string(),
+        ]);
+    }
     println!(
-        "\nCompaction: {} s of ingest at flush 1 s, local, then optimize ({:.2} s)",
-        c.seconds, c.optimize_s
+        "\nCompaction: {} s of ingest at flush 1 s, local, {} records sent and acked, then optimize ({:.2} s)",
+        c.seconds, c.sent, c.optimize_s
     );
     print!("{}", t.render());
 
-    let mut t = Table::new(&["warehouse", "writers", "commits/s", "raced %", "failed"]);
-    for (store, m) in [("local", None), ("s3 (moto)", Some(&moto))] {
+    Ok(())
+}
+
+async fn commits_section(opts: &Options, moto: &moto::Moto) -> Result<()> {
+    let mut t = Table::new(&[
+        "warehouse",
+        "writers",
+        "commits/s",
+        "raced %",
+        "failed",
+        "CPU ms/commit",
+    ]);
+    for (store, m) in [("local", None), ("s3 (moto)", Some(moto))] {
         for writers in [1usize, 2, 4] {
             let dir = throughput::tempfile_dir("commits")?;
             let warehouse = match m {
@@ -197,20 +252,32 @@ async fn main() -> Result<()> {
                 None => Warehouse::parse(None, &dir.join("warehouse"), &S3Settings::default())?,
             };
             let name = format!("w{writers}");
-            let r = commits::run(&warehouse, &name, writers, opts.commit_seconds).await?;
+            let r = commits::run(
+                &warehouse,
+                &name,
+                writers,
+                opts.commit_seconds,
+                opts.commit_retries,
+            )
+            .await?;
             t.row(vec![
                 store.into(),
                 writers.to_string(),
                 format!("{:.1}", r.commits as f64 / r.seconds),
                 format!("{:.0}", 100.0 * r.raced as f64 / r.commits.max(1) as f64),
                 r.failed.to_string(),
+                format!("{:.0}", 1e3 * r.cpu_s / r.commits.max(1) as f64),
             ]);
+            for (error, n) in &r.errors {
+                println!("{store}, {writers} writers: {n} × {error}");
+            }
             let _ = std::fs::remove_dir_all(dir);
         }
     }
     println!(
-        "\nCommit rate on one table ({} s per row, one-row appends back to back)",
-        opts.commit_seconds
+        "\nCommit rate on one table ({} s per row, one-row appends back to back, sink commit properties: {} retries)",
+        opts.commit_seconds,
+        opts.commit_retries
     );
     print!("{}", t.render());
     Ok(())

@@ -24,7 +24,8 @@ pub struct Throughput {
     pub cpu_s: f64,
 }
 
-fn cpu_seconds() -> f64 {
+/// CPU seconds (user + system) of this process so far.
+pub fn cpu_seconds() -> f64 {
     // SAFETY: getrusage fills the struct we pass; no other memory is touched.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };

@@ -1,11 +1,9 @@
-//! Checkpoints and log retention. A checkpoint is written once the table is
-//! `delta.checkpointInterval` commits (default 100) past the last one, then
-//! log entries older than `delta.logRetentionDuration` (default 30 days) and
-//! older than that checkpoint are deleted, unless
-//! `delta.enableExpiredLogCleanup` is false. Readers then start from the
-//! checkpoint instead of replaying every JSON commit.
+//! Checkpoints. A checkpoint is written once the table is
+//! `delta.checkpointInterval` commits (default 100) past the last one.
+//! Readers then start from the checkpoint instead of replaying every JSON
+//! commit, and log retention (`log_cleanup`) may delete the commits it covers.
 
-use deltalake::protocol::checkpoints::{cleanup_metadata, create_checkpoint};
+use deltalake::protocol::checkpoints::create_checkpoint;
 use deltalake::table::config::TablePropertiesExt;
 use deltalake::DeltaTable;
 use object_store::ObjectStoreExt;
@@ -35,14 +33,6 @@ pub async fn checkpoint_if_due(
     create_checkpoint(table, None).await?;
     *last = Some(version);
     metrics::counter!("sluice_upkeep_checkpoints_total").increment(1);
-    if table
-        .snapshot()?
-        .table_config()
-        .enable_expired_log_cleanup()
-    {
-        let removed = cleanup_metadata(table, None).await?;
-        metrics::counter!("sluice_upkeep_log_files_removed_total").increment(removed as u64);
-    }
     Ok(Some(version))
 }
 

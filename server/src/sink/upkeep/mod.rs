@@ -7,6 +7,7 @@
 
 mod checkpoint;
 mod compact;
+mod log_cleanup;
 mod vacuum;
 
 pub use compact::CompactReport;
@@ -53,7 +54,22 @@ pub struct OptimizeReport {
 struct State {
     table: DeltaTable,
     last_checkpoint: Option<u64>,
+    log_cleanup: log_cleanup::LogCleanup,
     last_vacuum: Instant,
+}
+
+impl State {
+    /// A checkpoint if one is due, then log retention (after a new
+    /// checkpoint, or when a retention period passed; `round`: the upkeep
+    /// interval). Returns the version of a new checkpoint.
+    async fn checkpoint_and_clean(&mut self, round: Duration) -> Result<Option<u64>> {
+        let written =
+            checkpoint::checkpoint_if_due(&mut self.table, &mut self.last_checkpoint).await?;
+        self.log_cleanup
+            .run_if_due(&self.table, written.is_some(), round)
+            .await?;
+        Ok(written)
+    }
 }
 
 /// The upkeep of one table.
@@ -68,22 +84,18 @@ impl Upkeep {
             state: tokio::sync::Mutex::new(State {
                 table,
                 last_checkpoint: None,
+                log_cleanup: log_cleanup::LogCleanup::default(),
                 last_vacuum: Instant::now(),
             }),
         }
     }
 
-    /// One background round: checkpoint if due, compact if enough small
-    /// files, vacuum if its interval passed.
+    /// One background round: checkpoint if due, log retention, compact if
+    /// enough small files, vacuum if its interval passed.
     pub async fn round(&self, config: &UpkeepConfig) -> Result<()> {
         let mut s = self.state.lock().await;
-        let State {
-            table,
-            last_checkpoint,
-            last_vacuum,
-        } = &mut *s;
-        checkpoint::checkpoint_if_due(table, last_checkpoint).await?;
-        let compacted = compact::compact(table, config.compact_min_files).await?;
+        s.checkpoint_and_clean(config.interval).await?;
+        let compacted = compact::compact(&mut s.table, config.compact_min_files).await?;
         if compacted.files_removed > 0 {
             tracing::info!(
                 files_removed = compacted.files_removed,
@@ -91,12 +103,12 @@ impl Upkeep {
                 version = compacted.version,
                 "compacted small files"
             );
-            checkpoint::checkpoint_if_due(table, last_checkpoint).await?;
+            s.checkpoint_and_clean(config.interval).await?;
         }
-        if last_vacuum.elapsed() >= config.vacuum_interval {
-            let (fresh, report) = vacuum::vacuum(table, None).await?;
-            *table = fresh;
-            *last_vacuum = Instant::now();
+        if s.last_vacuum.elapsed() >= config.vacuum_interval {
+            let (fresh, report) = vacuum::vacuum(&s.table, None).await?;
+            s.table = fresh;
+            s.last_vacuum = Instant::now();
             if report.files_deleted > 0 {
                 tracing::info!(files = report.files_deleted, "vacuumed removed files");
             }
@@ -107,13 +119,10 @@ impl Upkeep {
     /// Compacts every bin of two or more small files now.
     pub async fn optimize(&self) -> Result<OptimizeReport> {
         let mut s = self.state.lock().await;
-        let State {
-            table,
-            last_checkpoint,
-            ..
-        } = &mut *s;
-        let compaction = compact::compact(table, 2).await?;
-        let checkpoint = checkpoint::checkpoint_if_due(table, last_checkpoint).await?;
+        let compaction = compact::compact(&mut s.table, 2).await?;
+        let checkpoint = s
+            .checkpoint_and_clean(UpkeepConfig::default().interval)
+            .await?;
         Ok(OptimizeReport {
             compaction,
             checkpoint,
