@@ -297,7 +297,7 @@ impl TableSink {
                 metrics::counter!("sluice_sink_commits_total").increment(1);
                 metrics::histogram!("sluice_sink_commit_seconds")
                     .record(started.elapsed().as_secs_f64());
-                tracing::debug!(table = %self.name, rows, version, last_lsn, "committed");
+                tracing::info!(table = %self.name, rows, version, last_lsn, "committed");
                 Ok(FlushOutcome { rows, version })
             }
             Err(e) => {
