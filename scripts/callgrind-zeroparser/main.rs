@@ -97,8 +97,17 @@ fn main() {
         field("n", 5, Type::Int32, Label::Optional),
     ];
     let rows = match which.as_str() {
-        "flat" => {
-            let schema = TableSchema::parse(flat).unwrap();
+        "flat" | "nested" => {
+            let nested = which == "nested";
+            let columns = if nested {
+                format!("{flat}, tags ARRAY<STRING>")
+            } else {
+                flat.to_string()
+            };
+            if nested {
+                fields.push(field("tags", 6, Type::String, Label::Repeated));
+            }
+            let schema = TableSchema::parse(&columns).unwrap();
             let d = DescriptorProto {
                 name: Some("R".into()),
                 field: fields,
@@ -106,20 +115,7 @@ fn main() {
             }
             .encode_to_vec();
             let plan = ProtoPlan::compile(&d, &schema).unwrap();
-            let records: Vec<_> = (0..N as u64).map(|i| record(i, false)).collect();
-            run_proto(&mut new(&schema), &plan, &records)
-        }
-        "nested" => {
-            let schema = TableSchema::parse(&format!("{flat}, tags ARRAY<STRING>")).unwrap();
-            fields.push(field("tags", 6, Type::String, Label::Repeated));
-            let d = DescriptorProto {
-                name: Some("R".into()),
-                field: fields,
-                ..Default::default()
-            }
-            .encode_to_vec();
-            let plan = ProtoPlan::compile(&d, &schema).unwrap();
-            let records: Vec<_> = (0..N as u64).map(|i| record(i, true)).collect();
+            let records: Vec<_> = (0..N as u64).map(|i| record(i, nested)).collect();
             run_proto(&mut new(&schema), &plan, &records)
         }
         "json" => {

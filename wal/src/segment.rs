@@ -78,38 +78,19 @@ impl ActiveSegment {
     ) -> Result<Self> {
         let path = segment_path(dir, base_lsn);
         let file_len = segment_bytes.max(SEGMENT_HEADER_LEN as u64 + first_frame_bytes);
-        let header = SegmentHeader {
-            segment_id,
-            base_lsn,
-        }
-        .encode();
-        let created = fs::create_preallocated(env, &path, file_len).and_then(|mut file| {
-            fs::write_all_at(file.as_mut(), &mut [IoSlice::new(&header)], 0, &path)?;
-            fs::sync_data(file.as_mut(), &path)?;
-            fs::sync_dir(env, dir)?;
-            Ok(file)
-        });
-        let file = match created {
-            Ok(file) => file,
-            Err(e) => {
-                if let Err(cleanup) = fs::remove_file(env, &path) {
-                    tracing::warn!(error = %cleanup, "could not remove half-created segment");
-                }
-                return Err(e);
+        let file = fs::create_preallocated(env, &path, file_len).inspect_err(|_| {
+            if let Err(cleanup) = fs::remove_file(env, &path) {
+                tracing::warn!(error = %cleanup, "could not remove half-created segment");
             }
-        };
-        tracing::debug!(path = %path.display(), segment_id, base_lsn, file_len, "created segment");
-        Ok(ActiveSegment {
-            file,
-            meta: SegmentMeta { base_lsn, path },
-            limit_lsn: base_lsn + (file_len - SEGMENT_HEADER_LEN as u64),
-            next_lsn: base_lsn,
-        })
+        })?;
+        let segment = Self::install(env, dir, file, &path, segment_id, base_lsn, file_len)?;
+        tracing::debug!(path = %segment.meta.path.display(), segment_id, base_lsn, file_len, "created segment");
+        Ok(segment)
     }
 
     /// Turns the prepared `spare` into the segment `{dir}/{base_lsn:020}.wal` (replacing a
-    /// file of that name): header, `fdatasync`, rename, directory fsync. On error both names
-    /// are removed again and the caller creates the segment instead.
+    /// file of that name). On error the file is removed again and the caller creates the
+    /// segment instead.
     pub(crate) fn adopt(
         env: &dyn FileSystem,
         dir: &Path,
@@ -117,33 +98,48 @@ impl ActiveSegment {
         segment_id: u64,
         base_lsn: Lsn,
     ) -> Result<Self> {
+        let Spare { file, path, len } = spare;
+        let segment = Self::install(env, dir, file, &path, segment_id, base_lsn, len)?;
+        tracing::debug!(path = %segment.meta.path.display(), segment_id, base_lsn, len, "adopted a prepared segment");
+        Ok(segment)
+    }
+
+    /// Makes `file` (now at `file_path`, `len` bytes) the durable segment starting at
+    /// `base_lsn`: header, `fdatasync`, rename to the segment's name if it has another one,
+    /// directory fsync. On error the file is removed under whichever name it has.
+    fn install(
+        env: &dyn FileSystem,
+        dir: &Path,
+        mut file: Box<dyn WritableFile>,
+        file_path: &Path,
+        segment_id: u64,
+        base_lsn: Lsn,
+        len: u64,
+    ) -> Result<Self> {
         let path = segment_path(dir, base_lsn);
-        let Spare {
-            mut file,
-            path: spare_path,
-            len,
-        } = spare;
         let header = SegmentHeader {
             segment_id,
             base_lsn,
         }
         .encode();
-        let adopted = fs::write_all_at(file.as_mut(), &mut [IoSlice::new(&header)], 0, &spare_path)
-            .and_then(|()| fs::sync_data(file.as_mut(), &spare_path))
-            .and_then(|()| fs::rename(env, &spare_path, &path))
-            .and_then(|()| fs::sync_dir(env, dir));
-        if let Err(e) = adopted {
-            drop(file);
-            for leftover in [&spare_path, &path] {
-                if leftover.exists() {
-                    if let Err(cleanup) = fs::remove_file(env, leftover) {
-                        tracing::warn!(error = %cleanup, "could not remove a half-adopted segment");
-                    }
+        let mut named = file_path == path;
+        let installed = fs::write_all_at(file.as_mut(), &mut [IoSlice::new(&header)], 0, file_path)
+            .and_then(|()| fs::sync_data(file.as_mut(), file_path))
+            .and_then(|()| {
+                if !named {
+                    fs::rename(env, file_path, &path)?;
+                    named = true;
                 }
+                fs::sync_dir(env, dir)
+            });
+        if let Err(e) = installed {
+            drop(file);
+            let leftover = if named { path.as_path() } else { file_path };
+            if let Err(cleanup) = fs::remove_file(env, leftover) {
+                tracing::warn!(error = %cleanup, "could not remove a half-made segment");
             }
             return Err(e);
         }
-        tracing::debug!(path = %path.display(), segment_id, base_lsn, len, "adopted a prepared segment");
         Ok(ActiveSegment {
             file,
             meta: SegmentMeta { base_lsn, path },

@@ -1,5 +1,6 @@
-//! Prepared segments: a background thread keeps one zero-filled, synced segment file ready so
-//! that the writer's fdatasyncs never pay for block allocation.
+//! Prepared segments (opt-in, `WalOptions::prepare_segments`): a background thread keeps one
+//! zero-filled, synced segment file ready so that the writer's fdatasyncs into it skip
+//! block-allocation journaling.
 //!
 //! # Why
 //!
@@ -7,24 +8,31 @@
 //! such an extent converts it to written, a metadata change that every `fdatasync` covering
 //! that write must journal: each sync is a data flush plus a journal commit. A file whose
 //! blocks were really written once (zeros) has no unwritten extents left, so an `fdatasync`
-//! of frames written into it is a data flush only. On this project's test machines that cut
-//! the seed recipe's fdatasync p50 from 0.17 to 0.11-0.12 ms (`fio --overwrite=1` against
-//! the default, which preallocates). PostgreSQL zero-fills its WAL segments for the same
-//! reason (`wal_init_zero`).
+//! of frames written into it is a data flush only. On this project's dev machine that cut
+//! fio's seed-recipe fdatasync p50 from 0.17 to 0.11-0.12 ms (`fio --overwrite=1` against the
+//! default, which preallocates). PostgreSQL zero-fills its WAL segments for the same reason
+//! (`wal_init_zero`).
+//!
+//! # Why it is off by default
+//!
+//! The zeros compete with the writer for the disk. Measured with `wal-bench`: written in
+//! 1 MiB steps whenever asked, they raised 256 appenders' ack p99 from 1.04 to 4.81 ms (200 B
+//! records); gated as below, 256 appenders are unaffected (the preparer rarely gets a turn),
+//! but a single closed-loop writer's ack p99 doubles while a segment is being prepared. And
+//! every segment is written twice.
+//!
+//! # How
 //!
 //! Zero-filling a 64 MiB segment takes ~0.1-0.3 s of disk time, far too long for the writer's
-//! critical path, so it happens here, one segment ahead, in 256 KiB steps taken only while
-//! the writer is idle (under a steady load that saturates the writer, the preparer yields the
-//! disk, and rotations use `fallocate`; measured without that gate, its writes tripled the
-//! writer's ack p99 at 256 appenders): the writer asks for a spare once
-//! its active segment is half full (so a log that never fills a segment, a short test or an
-//! idle pod, never writes one), takes the prepared file at rotation (header, `fdatasync`,
-//! rename, directory fsync: [`crate::segment`]) and thereby asks for the next one. If none
-//! is ready (the writer outran the preparer, or preparing failed,
-//! e.g. on a full disk) the writer creates a segment the old way (`fallocate`), so a slow or
-//! failing preparer never delays or fails an append. There are no timers: the thread sleeps
-//! on a condition variable until the writer takes its spare, and a failed attempt is not
-//! retried until the writer asks again at its next rotation.
+//! critical path, so it happens here, one segment ahead, in 256 KiB steps, each synced, taken
+//! only while the writer is blocked waiting for work. The writer asks for a spare once its
+//! active segment is half full (so a log that never fills a segment never writes one), takes
+//! the prepared file at rotation (header, `fdatasync`, rename, directory fsync:
+//! [`crate::segment`]) and thereby asks for the next one. If none is ready (the writer outran
+//! the preparer, or preparing failed, e.g. on a full disk) the writer creates a segment the
+//! old way (`fallocate`), so a slow or failing preparer never delays or fails an append.
+//! There are no timers: the thread sleeps on a condition variable until the writer wants a
+//! spare or goes idle, and a failed attempt is not retried until the writer asks again.
 //!
 //! A spare is `{dir}/prepared-{n}.tmp`: it never matches a segment name, recovery ignores it,
 //! and [`remove_leftovers`] deletes any at open (a crash can leave one, complete or not).

@@ -308,10 +308,13 @@ impl Writer {
             slices.push(IoSlice::new(&p.payload));
             bytes += frame_len(p.payload.len());
         }
+        let half = self.active.capacity() / 2;
+        let below_half = self.active.used() < half;
         self.active.write(&mut slices, last.end_lsn())?;
         self.unsynced = true;
         if let Some(preparer) = &self.preparer {
-            if self.active.used() * 2 >= self.active.capacity() {
+            // Once per segment, when this write crosses its middle.
+            if below_half && self.active.used() >= half {
                 preparer.request();
             }
         }

@@ -208,14 +208,7 @@ impl Server {
     /// Creates a table through the CLI with more `table create` arguments
     /// (e.g. `--property delta.KEY=VALUE`) and returns its storage location.
     pub async fn create_table_with(&self, name: &str, columns: &str, extra: &[&str]) -> String {
-        let mut args = vec!["table", "create", name, "--columns", columns];
-        args.extend_from_slice(extra);
-        let out = self.cli(&args);
-        assert!(
-            out.status.success(),
-            "table create failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        self.create_table_with_flags(name, columns, extra);
         self.table_info(name).await["storage_location"]
             .as_str()
             .expect("storage_location")

@@ -7,7 +7,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::Context;
 use sluice_bench::stats::Samples;
 use sluice_wal::{Wal, WalOptions};
 
@@ -76,7 +75,5 @@ async fn rotate_onto_prepared(wal: &Wal, fs: &CountingFs) -> anyhow::Result<()> 
             return Ok(());
         }
     }
-    None.with_context(|| {
-        format!("no prepared segment adopted after {MAX_FILLER_FRAMES} MiB of filler frames")
-    })
+    anyhow::bail!("no prepared segment adopted after {MAX_FILLER_FRAMES} MiB of filler frames")
 }
