@@ -25,34 +25,20 @@
 //! A failed append leaves the builder untouched; errors name the field path and, for
 //! protobuf, the byte offset. Nothing here panics on input bytes.
 
-mod arrow_types;
-mod batch;
-mod builders;
-mod convert;
-mod descriptor;
+mod arrow;
 mod error;
-mod fast_field;
-mod flat;
-mod json_decode;
-mod json_rescue;
+mod json;
 mod path;
-mod plan;
-mod proto_decode;
-mod proto_scalar;
+mod proto;
 mod rescue;
-mod rescue_proto;
 mod schema;
-mod schema_text;
-mod text_formats;
 mod value;
-mod visit;
-mod wire;
 
-pub use batch::RecordBatchBuilder;
+pub use arrow::RecordBatchBuilder;
 pub use error::{DecodeError, DecodeErrorKind, SchemaError, WireType};
 pub use path::{FieldPath, Segment};
-pub use plan::ProtoPlan;
+pub use proto::wire::MAX_DEPTH as MAX_RECORD_DEPTH;
+pub use proto::{ProtoPlan, Visitor};
 pub use rescue::{check_rescuable, RESCUED_DATA_COLUMN};
 pub use schema::{Column, ColumnType, TableSchema, MAX_DEPTH};
-pub use visit::{Scalar, Visitor};
-pub use wire::MAX_DEPTH as MAX_RECORD_DEPTH;
+pub use value::Scalar;

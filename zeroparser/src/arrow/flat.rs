@@ -27,12 +27,11 @@ use arrow_buffer::{
 };
 use arrow_schema::DataType;
 
-use crate::arrow_types::UTC;
+use super::types::UTC;
 use crate::error::{DecodeError, DecodeErrorKind};
-use crate::plan::ProtoPlan;
+use crate::proto::{ProtoPlan, Visitor};
 use crate::schema::{Column, ColumnType};
-use crate::value::Value;
-use crate::visit::{Scalar, Visitor};
+use crate::value::{Scalar, Value};
 
 /// The values of one column.
 #[derive(Debug)]

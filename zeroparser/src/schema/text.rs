@@ -15,11 +15,19 @@
 //! Keywords are case-insensitive. `NOT NULL` inside ARRAY / MAP marks the elements / values
 //! as non-null (both default to nullable). Errors give the byte position and what was expected.
 
+use super::column::{Column, ColumnType, TableSchema, MAX_DEPTH};
 use crate::error::SchemaError;
-use crate::schema::{Column, ColumnType, TableSchema, MAX_DEPTH};
+
+impl TableSchema {
+    /// Parses and validates a column list such as `id BIGINT NOT NULL, tags ARRAY<STRING>`
+    /// (grammar above).
+    pub fn parse(text: &str) -> Result<TableSchema, SchemaError> {
+        parse_schema(text)
+    }
+}
 
 /// Parses and validates a column list.
-pub(crate) fn parse_schema(text: &str) -> Result<TableSchema, SchemaError> {
+fn parse_schema(text: &str) -> Result<TableSchema, SchemaError> {
     let mut parser = Parser { text, pos: 0 };
     parser.skip_space();
     if parser.pos >= text.len() {

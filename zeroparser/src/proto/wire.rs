@@ -22,7 +22,7 @@ use crate::error::{DecodeError, DecodeErrorKind, WireType};
 pub const MAX_DEPTH: usize = 64;
 
 /// Largest legal field number (2^29 - 1).
-const MAX_FIELD_NUMBER: u64 = (1 << 29) - 1;
+pub(crate) const MAX_FIELD_NUMBER: u32 = (1 << 29) - 1;
 
 impl WireType {
     /// The wire type of the low three tag bits, if legal.
@@ -36,6 +36,18 @@ impl WireType {
             5 => WireType::I32,
             _ => return None,
         })
+    }
+
+    /// The low three tag bits of this wire type.
+    pub(crate) fn bits(self) -> u8 {
+        match self {
+            WireType::Varint => 0,
+            WireType::I64 => 1,
+            WireType::Len => 2,
+            WireType::SGroup => 3,
+            WireType::EGroup => 4,
+            WireType::I32 => 5,
+        }
     }
 }
 
@@ -159,7 +171,7 @@ impl<'a> Reader<'a> {
         let start = self.offset();
         let tag = self.read_varint()?;
         let number = tag >> 3;
-        if number == 0 || number > MAX_FIELD_NUMBER {
+        if number == 0 || number > u64::from(MAX_FIELD_NUMBER) {
             return Err(DecodeError::at(
                 DecodeErrorKind::InvalidFieldNumber { number },
                 start,

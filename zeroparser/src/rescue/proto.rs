@@ -11,8 +11,8 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 
 use crate::error::{DecodeError, WireType};
-use crate::plan::MessagePlan;
-use crate::wire::Reader;
+use crate::proto::wire::Reader;
+use crate::proto::MessagePlan;
 
 /// One unknown field's value, borrowed from the record.
 #[derive(Clone, Copy)]

@@ -7,12 +7,12 @@
 //! entries with a missing key or value get the type's zero value; setting one member of a
 //! oneof clears the others. Strings and bytes are borrowed from the record.
 
-use crate::error::{DecodeError, DecodeErrorKind, WireType};
+use super::checks::{expect_wire, nested, zero};
+use super::plan::{FieldPlan, FieldShape, MapPlan, MapValuePlan, MessagePlan, ProtoPlan};
+use super::wire::Reader;
+use crate::error::{DecodeError, WireType};
 use crate::path::Segment;
-use crate::plan::{FieldPlan, FieldShape, MapPlan, MapValuePlan, MessagePlan, ProtoPlan};
-use crate::proto_scalar::ScalarPlan;
 use crate::value::{render_key, Value};
-use crate::wire::{Reader, MAX_DEPTH};
 
 /// Decodes `record` into one slot per top-level column.
 pub(crate) fn decode_record<'a>(
@@ -66,34 +66,6 @@ fn fill_absent_repeated(plan: &MessagePlan, slots: &mut [Value<'_>]) {
             };
         }
     }
-}
-
-fn expect_wire(expected: WireType, found: WireType, tag_offset: usize) -> Result<(), DecodeError> {
-    if expected == found {
-        Ok(())
-    } else {
-        Err(DecodeError::at(
-            DecodeErrorKind::WrongWireType { expected, found },
-            tag_offset,
-        ))
-    }
-}
-
-/// A reader over a nested message one level deeper than `depth`.
-fn nested<'a>(
-    reader: &mut Reader<'a>,
-    wire: WireType,
-    tag_offset: usize,
-    depth: usize,
-) -> Result<Reader<'a>, DecodeError> {
-    expect_wire(WireType::Len, wire, tag_offset)?;
-    if depth + 1 > MAX_DEPTH {
-        return Err(DecodeError::at(
-            DecodeErrorKind::DepthExceeded { limit: MAX_DEPTH },
-            tag_offset,
-        ));
-    }
-    reader.read_sub_reader()
 }
 
 fn decode_field<'a>(
@@ -217,14 +189,16 @@ fn decode_entry<'a>(
     }
     let key = match key {
         Some(key) => key,
-        None => zero(&map.key, entry_offset).map_err(|e| e.within(Segment::MapKey))?,
+        None => zero(&map.key, entry_offset)
+            .map(Value::from)
+            .map_err(|e| e.within(Segment::MapKey))?,
     };
     let value = match value {
         Some(value) => value,
         None => match &map.value {
-            MapValuePlan::Scalar(scalar) => {
-                zero(scalar, entry_offset).map_err(|e| e.within(Segment::Key(render_key(&key))))?
-            }
+            MapValuePlan::Scalar(scalar) => zero(scalar, entry_offset)
+                .map(Value::from)
+                .map_err(|e| e.within(Segment::Key(render_key(&key))))?,
             MapValuePlan::Message(message) => {
                 let mut value = Value::empty_struct(message.slot_count, Some(entry_offset));
                 if let Value::Struct(fields, _) = &mut value {
@@ -235,11 +209,4 @@ fn decode_entry<'a>(
         },
     };
     Ok((key, value))
-}
-
-fn zero(scalar: &ScalarPlan, offset: usize) -> Result<Value<'_>, DecodeError> {
-    scalar
-        .zero()
-        .map(Value::from)
-        .map_err(|kind| DecodeError::at(kind, offset))
 }

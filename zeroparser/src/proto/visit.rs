@@ -10,98 +10,13 @@
 //! and map entries come in arrival order, duplicates included (the later value wins). NOT
 //! NULL columns are not checked here; `RecordBatchBuilder::append_proto` checks them.
 
-use std::borrow::Cow;
-
-use crate::error::{DecodeError, DecodeErrorKind, WireType};
+use super::checks::{expect_wire, nested, wrong_wire, zero};
+use super::plan::{FieldPlan, FieldShape, MapPlan, MapValuePlan, MessagePlan, ProtoPlan};
+use super::visitor::Visitor;
+use super::wire::Reader;
+use crate::error::{DecodeError, WireType};
 use crate::path::Segment;
-use crate::plan::{FieldPlan, FieldShape, MapPlan, MapValuePlan, MessagePlan, ProtoPlan};
-use crate::proto_scalar::ScalarPlan;
-use crate::value::{render_key, Value};
-use crate::wire::{Reader, MAX_DEPTH};
-
-/// One decoded value in its column's representation.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Scalar<'a> {
-    /// BOOLEAN.
-    Bool(bool),
-    /// TINYINT / SMALLINT / INT / BIGINT / DATE (days) / TIMESTAMP[_NTZ] (µs), range-checked
-    /// for the column.
-    Int(i64),
-    /// FLOAT.
-    Float(f32),
-    /// DOUBLE.
-    Double(f64),
-    /// STRING (enum names included) and VARIANT (compact JSON text).
-    Str(Cow<'a, str>),
-    /// BINARY.
-    Bytes(&'a [u8]),
-}
-
-impl<'a> From<Scalar<'a>> for Value<'a> {
-    fn from(scalar: Scalar<'a>) -> Self {
-        match scalar {
-            Scalar::Bool(v) => Value::Bool(v),
-            Scalar::Int(v) => Value::Int(v),
-            Scalar::Float(v) => Value::Float(v),
-            Scalar::Double(v) => Value::Double(v),
-            Scalar::Str(v) => Value::Str(v),
-            Scalar::Bytes(v) => Value::Bytes(Cow::Borrowed(v)),
-        }
-    }
-}
-
-/// Receives the fields of one record from [`ProtoPlan::visit`]. `slot` is the column's
-/// position in the table schema (or in the enclosing STRUCT).
-pub trait Visitor<'a> {
-    /// A singular scalar field.
-    fn scalar(&mut self, slot: usize, value: Scalar<'a>);
-    /// A member of a oneof was set: `slot`, another member, is absent again.
-    fn clear(&mut self, slot: usize);
-    /// One element of a repeated scalar field (ARRAY column).
-    fn element(&mut self, slot: usize, value: Scalar<'a>);
-    /// One entry of a map whose values are scalars (absent key or value: the zero value).
-    fn map_entry(&mut self, slot: usize, key: Scalar<'a>, value: Scalar<'a>);
-    /// A singular message field (STRUCT column) begins; its fields follow, then
-    /// [`end_message`](Self::end_message).
-    fn begin_message(&mut self, slot: usize);
-    /// One element of a repeated message field begins.
-    fn begin_element(&mut self, slot: usize);
-    /// The message value of one map entry begins.
-    fn begin_map_value(&mut self, slot: usize, key: Scalar<'a>);
-    /// The message begun last ends.
-    fn end_message(&mut self);
-
-    /// A singular integer field (the fast path's typed form of [`scalar`](Self::scalar)).
-    #[inline]
-    fn int(&mut self, slot: usize, value: i64) {
-        self.scalar(slot, Scalar::Int(value));
-    }
-    /// A singular DOUBLE field.
-    #[inline]
-    fn double(&mut self, slot: usize, value: f64) {
-        self.scalar(slot, Scalar::Double(value));
-    }
-    /// A singular FLOAT field.
-    #[inline]
-    fn float(&mut self, slot: usize, value: f32) {
-        self.scalar(slot, Scalar::Float(value));
-    }
-    /// A singular BOOLEAN field.
-    #[inline]
-    fn boolean(&mut self, slot: usize, value: bool) {
-        self.scalar(slot, Scalar::Bool(value));
-    }
-    /// A singular STRING field borrowed from the record.
-    #[inline]
-    fn string(&mut self, slot: usize, value: &'a str) {
-        self.scalar(slot, Scalar::Str(Cow::Borrowed(value)));
-    }
-    /// A singular BINARY field.
-    #[inline]
-    fn bytes(&mut self, slot: usize, value: &'a [u8]) {
-        self.scalar(slot, Scalar::Bytes(value));
-    }
-}
+use crate::value::{render_key, Scalar, Value};
 
 impl ProtoPlan {
     /// Decodes and validates `record`, handing every mapped field to `visitor`; allocates
@@ -174,39 +89,6 @@ fn in_field_of(plan: &MessagePlan, number: u32, error: DecodeError) -> DecodeErr
         Some(field) => error.in_field(&field.name),
         None => error,
     }
-}
-
-#[cold]
-fn wrong_wire(expected: WireType, found: WireType, tag_offset: usize) -> DecodeError {
-    DecodeError::at(
-        DecodeErrorKind::WrongWireType { expected, found },
-        tag_offset,
-    )
-}
-
-fn expect_wire(expected: WireType, found: WireType, tag_offset: usize) -> Result<(), DecodeError> {
-    if expected == found {
-        Ok(())
-    } else {
-        Err(wrong_wire(expected, found, tag_offset))
-    }
-}
-
-/// A reader over a nested message one level deeper than `depth`.
-pub(crate) fn nested<'a>(
-    reader: &mut Reader<'a>,
-    wire: WireType,
-    tag_offset: usize,
-    depth: usize,
-) -> Result<Reader<'a>, DecodeError> {
-    expect_wire(WireType::Len, wire, tag_offset)?;
-    if depth + 1 > MAX_DEPTH {
-        return Err(DecodeError::at(
-            DecodeErrorKind::DepthExceeded { limit: MAX_DEPTH },
-            tag_offset,
-        ));
-    }
-    reader.read_sub_reader()
 }
 
 fn visit_field<'a, V: Visitor<'a>>(
@@ -360,8 +242,4 @@ fn visit_entry<'a, V: Visitor<'a>>(
         }
     }
     Ok(())
-}
-
-fn zero<'a>(scalar: &'a ScalarPlan, offset: usize) -> Result<Scalar<'a>, DecodeError> {
-    scalar.zero().map_err(|kind| DecodeError::at(kind, offset))
 }

@@ -21,13 +21,12 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, RecordBatch, StructArray};
 use arrow_schema::{Fields, Schema, SchemaRef};
 
-use crate::builders::ColumnBuilder;
+use super::builders::ColumnBuilder;
+use super::flat::FlatColumns;
 use crate::error::{DecodeError, DecodeErrorKind, SchemaError};
-use crate::flat::FlatColumns;
-use crate::json_decode::{self, JsonPlan};
-use crate::plan::{schema_id, ProtoPlan};
-use crate::rescue::{self, RescuedColumn};
-use crate::rescue_proto::rescue_unknown;
+use crate::json::{self, JsonPlan};
+use crate::proto::{self, schema_id, ProtoPlan};
+use crate::rescue::{self, rescue_unknown, RescuedColumn};
 use crate::schema::TableSchema;
 use crate::value::{finalize, Value};
 
@@ -126,7 +125,7 @@ impl RecordBatchBuilder {
         if self.rescued.is_some() {
             return self.append_proto_rescuing(plan, record, weight);
         }
-        let mut slots = crate::proto_decode::decode_record(plan, record)?;
+        let mut slots = proto::decode_record(plan, record)?;
         finalize(&self.schema.columns, &mut slots, Some(0))?;
         self.commit(&slots, weight);
         Ok(())
@@ -158,7 +157,7 @@ impl RecordBatchBuilder {
                 text
             }
             Columns::Nested(_) => {
-                let mut slots = crate::proto_decode::decode_record(plan, record)?;
+                let mut slots = proto::decode_record(plan, record)?;
                 finalize(&self.schema.columns, &mut slots, Some(0))?;
                 let (text, weight) = rescue()?;
                 self.commit(&slots, weight);
@@ -178,7 +177,7 @@ impl RecordBatchBuilder {
         if self.rescued.is_some() {
             return self.append_json_rescuing(record, weight);
         }
-        let mut slots = json_decode::decode_record(&self.json, record)?;
+        let mut slots = json::decode_record(&self.json, record)?;
         finalize(&self.schema.columns, &mut slots, None)?;
         self.commit(&slots, weight);
         Ok(())
@@ -190,7 +189,7 @@ impl RecordBatchBuilder {
     #[inline(never)]
     fn append_json_rescuing(&mut self, record: &str, weight: usize) -> Result<(), DecodeError> {
         let (mut slots, text) =
-            json_decode::decode_record_rescuing(&self.json, &self.schema.columns, record)?;
+            json::decode_record_rescuing(&self.json, &self.schema.columns, record)?;
         finalize(&self.schema.columns, &mut slots, None)?;
         let weight = rescued_weight(weight, text.as_deref());
         self.check_weight(weight)?;

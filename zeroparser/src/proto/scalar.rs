@@ -19,11 +19,10 @@ use std::sync::Arc;
 
 use prost_types::field_descriptor_proto::Type;
 
-use crate::convert::{float_value, int_value, variant_text, Target};
+use super::wire::{zigzag32, zigzag64, Reader};
 use crate::error::{DecodeError, DecodeErrorKind, WireType};
-use crate::value::Value;
-use crate::visit::Scalar;
-use crate::wire::{zigzag32, zigzag64, Reader};
+use crate::schema::ColumnType;
+use crate::value::{float_value, int_value, variant_text, Scalar, Value};
 
 /// A protobuf field type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,22 +145,23 @@ impl ProtoKind {
     }
 
     /// Whether a value of this kind may fill a column of `target`.
-    pub(crate) fn can_fill(self, target: Target) -> bool {
+    pub(crate) fn can_fill(self, target: &ColumnType) -> bool {
         match target {
-            Target::TinyInt | Target::SmallInt | Target::Int => {
+            ColumnType::TinyInt | ColumnType::SmallInt | ColumnType::Int => {
                 self.is_32_bit_integer() || self == ProtoKind::Enum
             }
-            Target::BigInt => {
+            ColumnType::BigInt => {
                 self.is_32_bit_integer() || self.is_64_bit_integer() || self == ProtoKind::Enum
             }
-            Target::Float => self == ProtoKind::Float,
-            Target::Double => matches!(self, ProtoKind::Double | ProtoKind::Float),
-            Target::String => matches!(self, ProtoKind::String | ProtoKind::Enum),
-            Target::Variant => self == ProtoKind::String,
-            Target::Boolean => self == ProtoKind::Bool,
-            Target::Binary => self == ProtoKind::Bytes,
-            Target::Date => self.is_32_bit_integer(),
-            Target::Timestamp | Target::TimestampNtz => self.is_64_bit_integer(),
+            ColumnType::Float => self == ProtoKind::Float,
+            ColumnType::Double => matches!(self, ProtoKind::Double | ProtoKind::Float),
+            ColumnType::String => matches!(self, ProtoKind::String | ProtoKind::Enum),
+            ColumnType::Variant => self == ProtoKind::String,
+            ColumnType::Boolean => self == ProtoKind::Bool,
+            ColumnType::Binary => self == ProtoKind::Bytes,
+            ColumnType::Date => self.is_32_bit_integer(),
+            ColumnType::Timestamp | ColumnType::TimestampNtz => self.is_64_bit_integer(),
+            ColumnType::Array { .. } | ColumnType::Map { .. } | ColumnType::Struct(_) => false,
         }
     }
 }
@@ -204,7 +204,8 @@ impl EnumNames {
 #[derive(Debug, Clone)]
 pub(crate) struct ScalarPlan {
     pub(crate) kind: ProtoKind,
-    pub(crate) target: Target,
+    /// The column type it fills (a primitive type).
+    pub(crate) target: ColumnType,
     /// Set for enum fields that fill a STRING column.
     pub(crate) enum_names: Option<Arc<EnumNames>>,
 }
@@ -236,28 +237,29 @@ impl ScalarPlan {
     ) -> Result<Scalar<'a>, DecodeError> {
         let start = reader.offset();
         // The common pairs first, each a direct conversion; the rest go through `convert`.
-        match (self.kind, self.target) {
-            (ProtoKind::Double, Target::Double) => {
+        match (self.kind, &self.target) {
+            (ProtoKind::Double, ColumnType::Double) => {
                 return Ok(Scalar::Double(f64::from_bits(reader.read_fixed64()?)))
             }
-            (ProtoKind::Float, Target::Float) => {
+            (ProtoKind::Float, ColumnType::Float) => {
                 return Ok(Scalar::Float(f32::from_bits(reader.read_fixed32()?)))
             }
-            (ProtoKind::Int64, Target::BigInt | Target::Timestamp | Target::TimestampNtz) => {
-                return Ok(Scalar::Int(reader.read_varint()? as i64))
-            }
-            (ProtoKind::Int32, Target::Int | Target::BigInt | Target::Date) => {
+            (
+                ProtoKind::Int64,
+                ColumnType::BigInt | ColumnType::Timestamp | ColumnType::TimestampNtz,
+            ) => return Ok(Scalar::Int(reader.read_varint()? as i64)),
+            (ProtoKind::Int32, ColumnType::Int | ColumnType::BigInt | ColumnType::Date) => {
                 return Ok(Scalar::Int(i64::from(reader.read_varint()? as i32)))
             }
             (ProtoKind::Bool, _) => return Ok(Scalar::Bool(reader.read_varint()? != 0)),
-            (ProtoKind::String, Target::String) => {
+            (ProtoKind::String, ColumnType::String) => {
                 let (bytes, offset) = reader.read_len_delimited()?;
                 return match std::str::from_utf8(bytes) {
                     Ok(text) => Ok(Scalar::Str(Cow::Borrowed(text))),
                     Err(_) => Err(DecodeError::at(DecodeErrorKind::InvalidUtf8, offset)),
                 };
             }
-            (ProtoKind::Bytes, Target::Binary) => {
+            (ProtoKind::Bytes, ColumnType::Binary) => {
                 return Ok(Scalar::Bytes(reader.read_len_delimited()?.0));
             }
             _ => {}
@@ -303,19 +305,19 @@ impl ScalarPlan {
     }
 
     fn convert<'a>(&'a self, raw: Raw<'a>) -> Result<Scalar<'a>, DecodeErrorKind> {
-        match (self.target, raw) {
-            (Target::String, Raw::Signed(number)) => Ok(Scalar::Str(self.enum_name(number))),
+        match (&self.target, raw) {
+            (ColumnType::String, Raw::Signed(number)) => Ok(Scalar::Str(self.enum_name(number))),
             (target, Raw::Signed(value)) => int_value(i128::from(value), target).map(Scalar::Int),
             (target, Raw::Unsigned(value)) => int_value(i128::from(value), target).map(Scalar::Int),
             (_, Raw::Bool(value)) => Ok(Scalar::Bool(value)),
-            (Target::Float, Raw::F32(value)) => Ok(Scalar::Float(value)),
-            (Target::Float, Raw::F64(value)) => float_value(value).map(Scalar::Float),
+            (ColumnType::Float, Raw::F32(value)) => Ok(Scalar::Float(value)),
+            (ColumnType::Float, Raw::F64(value)) => float_value(value).map(Scalar::Float),
             (_, Raw::F32(value)) => Ok(Scalar::Double(f64::from(value))),
             (_, Raw::F64(value)) => Ok(Scalar::Double(value)),
-            (Target::Binary, Raw::Bytes(bytes)) => Ok(Scalar::Bytes(bytes)),
+            (ColumnType::Binary, Raw::Bytes(bytes)) => Ok(Scalar::Bytes(bytes)),
             (target, Raw::Bytes(bytes)) => {
                 let text = std::str::from_utf8(bytes).map_err(|_| DecodeErrorKind::InvalidUtf8)?;
-                if target == Target::Variant {
+                if *target == ColumnType::Variant {
                     Ok(Scalar::Str(variant_text(text)?))
                 } else {
                     Ok(Scalar::Str(Cow::Borrowed(text)))
@@ -343,7 +345,7 @@ impl ScalarPlan {
 mod tests {
     use super::*;
 
-    fn plan(kind: ProtoKind, target: Target) -> ScalarPlan {
+    fn plan(kind: ProtoKind, target: ColumnType) -> ScalarPlan {
         ScalarPlan {
             kind,
             target,
@@ -353,23 +355,23 @@ mod tests {
 
     #[test]
     fn the_compatibility_table_follows_the_architecture() {
-        assert!(ProtoKind::Uint32.can_fill(Target::TinyInt));
-        assert!(!ProtoKind::Int64.can_fill(Target::Int));
-        assert!(ProtoKind::Fixed64.can_fill(Target::BigInt));
-        assert!(ProtoKind::Float.can_fill(Target::Double));
-        assert!(!ProtoKind::Double.can_fill(Target::Float));
-        assert!(ProtoKind::Enum.can_fill(Target::String));
-        assert!(!ProtoKind::Enum.can_fill(Target::Variant));
-        assert!(ProtoKind::Sfixed32.can_fill(Target::Date));
-        assert!(!ProtoKind::Int64.can_fill(Target::Date));
-        assert!(ProtoKind::Sint64.can_fill(Target::TimestampNtz));
-        assert!(!ProtoKind::Int32.can_fill(Target::Timestamp));
+        assert!(ProtoKind::Uint32.can_fill(&ColumnType::TinyInt));
+        assert!(!ProtoKind::Int64.can_fill(&ColumnType::Int));
+        assert!(ProtoKind::Fixed64.can_fill(&ColumnType::BigInt));
+        assert!(ProtoKind::Float.can_fill(&ColumnType::Double));
+        assert!(!ProtoKind::Double.can_fill(&ColumnType::Float));
+        assert!(ProtoKind::Enum.can_fill(&ColumnType::String));
+        assert!(!ProtoKind::Enum.can_fill(&ColumnType::Variant));
+        assert!(ProtoKind::Sfixed32.can_fill(&ColumnType::Date));
+        assert!(!ProtoKind::Int64.can_fill(&ColumnType::Date));
+        assert!(ProtoKind::Sint64.can_fill(&ColumnType::TimestampNtz));
+        assert!(!ProtoKind::Int32.can_fill(&ColumnType::Timestamp));
     }
 
     #[test]
     fn uint64_above_i64_max_is_out_of_range_for_bigint() {
         let bytes = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01];
-        let error = plan(ProtoKind::Uint64, Target::BigInt)
+        let error = plan(ProtoKind::Uint64, ColumnType::BigInt)
             .read(&mut Reader::new(&bytes, 3))
             .expect_err("u64::MAX");
         assert!(matches!(error.kind(), DecodeErrorKind::OutOfRange { .. }));
@@ -380,7 +382,7 @@ mod tests {
     fn negative_int32_is_sign_extended_and_range_checked() {
         // -1 as int32: ten-byte varint.
         let bytes = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01];
-        let plan = plan(ProtoKind::Int32, Target::TinyInt);
+        let plan = plan(ProtoKind::Int32, ColumnType::TinyInt);
         let value = plan
             .read(&mut Reader::new(&bytes, 0))
             .expect("-1 fits TINYINT");
@@ -396,7 +398,7 @@ mod tests {
         ]);
         let plan = ScalarPlan {
             kind: ProtoKind::Enum,
-            target: Target::String,
+            target: ColumnType::String,
             enum_names: Some(Arc::new(names)),
         };
         assert_eq!(

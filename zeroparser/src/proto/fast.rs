@@ -1,4 +1,4 @@
-//! The fast table of a [`MessagePlan`](crate::plan::MessagePlan): for each small field
+//! The fast table of a `MessagePlan` (`proto::plan`): for each small field
 //! number, an 8-byte entry saying which wire type the field must arrive with and how to read
 //! it, for the scalar fields whose conversion cannot fail except on the bytes themselves
 //! (truncation, UTF-8). The decoder's inner loop reads a one- or two-byte tag, indexes this
@@ -6,12 +6,11 @@
 //! on the field's shape; everything else (unknown fields, oneof members, range-checked
 //! integers, enums, VARIANT, nested fields, wrong wire types) takes the general path.
 
-use crate::convert::Target;
-use crate::error::{DecodeError, DecodeErrorKind, WireType};
-use crate::plan::{FieldPlan, FieldShape};
-use crate::proto_scalar::ProtoKind;
-use crate::visit::Visitor;
-use crate::wire::{zigzag32, zigzag64, Reader};
+use super::scalar::{ProtoKind, ScalarPlan};
+use super::visitor::Visitor;
+use super::wire::{zigzag32, zigzag64, Reader};
+use crate::error::{DecodeError, DecodeErrorKind};
+use crate::schema::ColumnType;
 
 /// How to read one fast field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,40 +64,39 @@ impl FastEntry {
         slot: 0,
     };
 
-    /// The entry of `field`, if it can take the fast path.
-    pub(crate) fn of(field: &FieldPlan) -> FastEntry {
-        let FieldShape::Scalar(scalar) = &field.shape else {
-            return FastEntry::NONE;
-        };
-        if field.oneof.is_some() {
-            return FastEntry::NONE;
-        }
-        let int32_target = matches!(scalar.target, Target::Int | Target::BigInt | Target::Date);
-        let int64_target = matches!(
-            scalar.target,
-            Target::BigInt | Target::Timestamp | Target::TimestampNtz
+    /// The entry of a singular scalar field (not a oneof member) of `scalar` filling column
+    /// `slot`, if it can take the fast path.
+    pub(crate) fn of(scalar: &ScalarPlan, slot: usize) -> FastEntry {
+        let target = &scalar.target;
+        let int32_target = matches!(
+            target,
+            ColumnType::Int | ColumnType::BigInt | ColumnType::Date
         );
-        let op = match scalar.kind {
-            ProtoKind::Double if scalar.target == Target::Double => FastOp::Double,
-            ProtoKind::Float if scalar.target == Target::Float => FastOp::Float,
-            ProtoKind::Float if scalar.target == Target::Double => FastOp::FloatToDouble,
-            ProtoKind::Int64 if int64_target => FastOp::Int64,
-            ProtoKind::Sint64 if int64_target => FastOp::Sint64,
-            ProtoKind::Sfixed64 if int64_target => FastOp::Sfixed64,
-            ProtoKind::Int32 if int32_target => FastOp::Int32,
-            ProtoKind::Sint32 if int32_target => FastOp::Sint32,
-            ProtoKind::Sfixed32 if int32_target => FastOp::Sfixed32,
-            ProtoKind::Uint32 if scalar.target == Target::BigInt => FastOp::Uint32,
-            ProtoKind::Fixed32 if scalar.target == Target::BigInt => FastOp::Fixed32,
-            ProtoKind::Bool if scalar.target == Target::Boolean => FastOp::Bool,
-            ProtoKind::String if scalar.target == Target::String => FastOp::Str,
-            ProtoKind::Bytes if scalar.target == Target::Binary => FastOp::Bytes,
+        let int64_target = matches!(
+            target,
+            ColumnType::BigInt | ColumnType::Timestamp | ColumnType::TimestampNtz
+        );
+        let op = match (scalar.kind, target) {
+            (ProtoKind::Double, ColumnType::Double) => FastOp::Double,
+            (ProtoKind::Float, ColumnType::Float) => FastOp::Float,
+            (ProtoKind::Float, ColumnType::Double) => FastOp::FloatToDouble,
+            (ProtoKind::Int64, _) if int64_target => FastOp::Int64,
+            (ProtoKind::Sint64, _) if int64_target => FastOp::Sint64,
+            (ProtoKind::Sfixed64, _) if int64_target => FastOp::Sfixed64,
+            (ProtoKind::Int32, _) if int32_target => FastOp::Int32,
+            (ProtoKind::Sint32, _) if int32_target => FastOp::Sint32,
+            (ProtoKind::Sfixed32, _) if int32_target => FastOp::Sfixed32,
+            (ProtoKind::Uint32, ColumnType::BigInt) => FastOp::Uint32,
+            (ProtoKind::Fixed32, ColumnType::BigInt) => FastOp::Fixed32,
+            (ProtoKind::Bool, ColumnType::Boolean) => FastOp::Bool,
+            (ProtoKind::String, ColumnType::String) => FastOp::Str,
+            (ProtoKind::Bytes, ColumnType::Binary) => FastOp::Bytes,
             _ => return FastEntry::NONE,
         };
         FastEntry {
-            wire: wire_bits(scalar.kind.wire_type()),
+            wire: scalar.kind.wire_type().bits(),
             op,
-            slot: u32::try_from(field.slot).unwrap_or(u32::MAX),
+            slot: u32::try_from(slot).unwrap_or(u32::MAX),
         }
     }
 
@@ -144,22 +142,10 @@ impl FastEntry {
 /// `bytes` as text if it is UTF-8. Short ASCII strings (codes, flags, names: most string
 /// columns) are recognised inline, without the call into the general validator.
 #[inline(always)]
-pub(crate) fn utf8(bytes: &[u8]) -> Option<&str> {
+fn utf8(bytes: &[u8]) -> Option<&str> {
     if bytes.len() <= 32 && bytes.is_ascii() {
         // SAFETY: every byte is ASCII, and ASCII text is valid UTF-8.
         return Some(unsafe { std::str::from_utf8_unchecked(bytes) });
     }
     std::str::from_utf8(bytes).ok()
-}
-
-/// The low three tag bits of a wire type.
-pub(crate) fn wire_bits(wire: WireType) -> u8 {
-    match wire {
-        WireType::Varint => 0,
-        WireType::I64 => 1,
-        WireType::Len => 2,
-        WireType::SGroup => 3,
-        WireType::EGroup => 4,
-        WireType::I32 => 5,
-    }
 }

@@ -5,7 +5,7 @@
 //!
 //! Reading the raw text first is what lets a value that fails half-way (an array whose third
 //! element has the wrong type) be kept whole. It costs a second scan of each top-level value,
-//! paid only by tables that opt in; the default path (`json_decode::fill_struct`) is
+//! paid only by tables that opt in; the default path (`json::seed::fill_struct`) is
 //! untouched. NOT NULL columns keep today's behaviour exactly: their values are decoded and
 //! checked like any other record's, and their errors fail the record.
 
@@ -17,11 +17,40 @@ use std::collections::HashMap;
 use serde::de::{DeserializeSeed, MapAccess};
 use serde_json::value::RawValue;
 
+use super::decode::{decode, FillRecord};
+use super::plan::{JsonKind, JsonPlan, StructPlan};
+use super::seed::{KeySeed, ValueSeed};
+use super::side::{fail, structured, Side};
 use crate::error::DecodeError;
-use crate::json_decode::{fail, structured, JsonKind, KeySeed, Side, StructPlan, ValueSeed};
 use crate::rescue::ObjectText;
 use crate::schema::Column;
 use crate::value::{finalize_column, Value};
+
+/// Decodes one JSON record into one slot per top-level column, rescuing what does not fit
+/// `columns` (the plan's columns) into the rescued-data text.
+pub(crate) fn decode_record_rescuing<'a>(
+    plan: &JsonPlan,
+    columns: &[Column],
+    record: &'a str,
+) -> Result<(Vec<Value<'a>>, Option<String>), DecodeError> {
+    decode(Rescuing(&plan.root, columns), record)
+}
+
+/// What does not fit is rescued ; the plan's columns come along for their
+/// nullability.
+struct Rescuing<'p>(&'p StructPlan, &'p [Column]);
+
+impl FillRecord for Rescuing<'_> {
+    type Output<'de> = (Vec<Value<'de>>, Option<String>);
+
+    fn fill<'de, A: MapAccess<'de>>(
+        self,
+        side: &Side,
+        map: A,
+    ) -> Result<Self::Output<'de>, A::Error> {
+        fill_record(self.0, self.1, side, map)
+    }
+}
 
 /// One member kept for the rescued-data text: its key as the record wrote it and its raw
 /// value text.

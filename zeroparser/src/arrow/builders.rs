@@ -15,7 +15,7 @@ use arrow_array::{ArrayRef, ListArray, MapArray, StructArray};
 use arrow_buffer::{NullBufferBuilder, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{FieldRef, Fields};
 
-use crate::arrow_types::{list_field, map_entries_field, map_entry_fields, struct_fields, UTC};
+use super::types::{list_field, map_entries_field, map_entry_fields, struct_fields, UTC};
 use crate::schema::ColumnType;
 use crate::value::Value;
 

@@ -1,114 +1,26 @@
-//! [`ProtoPlan`]: a descriptor compiled against a table schema, once per stream.
+//! Compiling a descriptor against a table schema into a [`ProtoPlan`], once per stream.
 //!
 //! Compilation checks that every descriptor field has a column of a compatible type (see
-//! `proto_scalar` for the scalar table), that every NOT NULL column has a field, and that
-//! repeated fields meet ARRAY / MAP columns. The result is a tree of [`MessagePlan`]s that
-//! follows the table schema (so recursive message types are followed only as deep as the
-//! schema goes), each with a field-number lookup table for the decoder.
+//! `proto::scalar` for the scalar table), that every NOT NULL column has a field, and that
+//! repeated fields meet ARRAY / MAP columns. The plan follows the table schema, so
+//! recursive message types are followed only as deep as the schema goes.
 
-use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, HashSet};
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use prost_types::field_descriptor_proto::{Label, Type};
 use prost_types::{DescriptorProto, FieldDescriptorProto};
 
-use crate::convert::Target;
-use crate::descriptor::{decode_descriptor, TypeRegistry};
+use super::descriptor::{decode_descriptor, TypeRegistry};
+use super::fast::FastEntry;
+use super::plan::{
+    lookup_tables, schema_id, FieldPlan, FieldShape, MapPlan, MapValuePlan, MessagePlan, ProtoPlan,
+};
+use super::scalar::{EnumNames, ProtoKind, ScalarPlan};
+use super::wire::MAX_FIELD_NUMBER;
 use crate::error::SchemaError;
-use crate::fast_field::FastEntry;
 use crate::path::{FieldPath, Segment};
-use crate::proto_scalar::{EnumNames, ProtoKind, ScalarPlan};
 use crate::schema::{find_column, Column, ColumnType, TableSchema, MAX_DEPTH};
-
-/// Field numbers below this are looked up in a dense table, others by binary search.
-const DENSE_FIELD_NUMBERS: usize = 256;
-
-/// Largest legal field number.
-const MAX_FIELD_NUMBER: i32 = (1 << 29) - 1;
-
-/// A descriptor compiled against a table schema: how to decode that stream's records.
-#[derive(Debug, Clone)]
-pub struct ProtoPlan {
-    message_name: String,
-    pub(crate) root: MessagePlan,
-    pub(crate) schema_id: u64,
-    /// Upper bound on output bytes per input byte (enum names can be longer than their
-    /// one-byte encoding); used to keep a batch within Arrow's 32-bit offsets.
-    pub(crate) amplification: usize,
-}
-
-/// How to decode one message into the slots of one struct (or the record).
-#[derive(Debug, Clone)]
-pub(crate) struct MessagePlan {
-    pub(crate) fields: Vec<FieldPlan>,
-    /// Number of columns of the struct this message fills.
-    pub(crate) slot_count: usize,
-    /// Slots of the members of each oneof that has more than one mapped member.
-    pub(crate) oneofs: Vec<Vec<usize>>,
-    /// Slots of repeated fields (`false`) and map fields (`true`): empty, not NULL, when the
-    /// message is present but the field is not.
-    pub(crate) repeated_slots: Vec<(usize, bool)>,
-    dense: Vec<u32>,
-    sparse: Vec<(u32, u32)>,
-    /// The fast table, indexed by field number (see `fast_field`).
-    pub(crate) fast: Vec<FastEntry>,
-}
-
-/// One descriptor field and the column slot it fills.
-#[derive(Debug, Clone)]
-pub(crate) struct FieldPlan {
-    pub(crate) slot: usize,
-    /// The column name, for error paths.
-    pub(crate) name: String,
-    /// Index into [`MessagePlan::oneofs`].
-    pub(crate) oneof: Option<usize>,
-    pub(crate) shape: FieldShape,
-}
-
-/// What a field holds.
-#[derive(Debug, Clone)]
-pub(crate) enum FieldShape {
-    Scalar(ScalarPlan),
-    Message(Box<MessagePlan>),
-    RepeatedScalar(ScalarPlan),
-    RepeatedMessage(Box<MessagePlan>),
-    Map(Box<MapPlan>),
-}
-
-/// A map field: its entry's key (field 1) and value (field 2).
-#[derive(Debug, Clone)]
-pub(crate) struct MapPlan {
-    pub(crate) key: ScalarPlan,
-    pub(crate) value: MapValuePlan,
-}
-
-/// A map's value.
-#[derive(Debug, Clone)]
-pub(crate) enum MapValuePlan {
-    Scalar(ScalarPlan),
-    Message(MessagePlan),
-}
-
-impl MessagePlan {
-    /// The plan of field `number`, if the message has it.
-    #[inline]
-    pub(crate) fn lookup(&self, number: u32) -> Option<&FieldPlan> {
-        let index = match self.dense.get(number as usize) {
-            Some(entry) => entry.checked_sub(1)?,
-            None if (number as usize) < DENSE_FIELD_NUMBERS => return None,
-            None => {
-                let at = self
-                    .sparse
-                    .binary_search_by_key(&number, |(n, _)| *n)
-                    .ok()?;
-                self.sparse.get(at)?.1
-            }
-        };
-        self.fields.get(index as usize)
-    }
-}
 
 impl ProtoPlan {
     /// Compiles an encoded `google.protobuf.DescriptorProto` against `schema`.
@@ -132,18 +44,6 @@ impl ProtoPlan {
             amplification: compiler.amplification,
         })
     }
-
-    /// The root message's name, as the descriptor gives it.
-    pub fn message_name(&self) -> &str {
-        &self.message_name
-    }
-}
-
-/// A fingerprint of a schema, so a builder can tell a plan compiled for another table.
-pub(crate) fn schema_id(schema: &TableSchema) -> u64 {
-    let mut hasher = DefaultHasher::new();
-    schema.to_sql().hash(&mut hasher);
-    hasher.finish()
 }
 
 struct Compiler<'r, 'd> {
@@ -183,7 +83,7 @@ impl<'d> Compiler<'_, 'd> {
         for field in &message.field {
             let field_path = path.child(Segment::Field(field.name().to_owned()));
             let number = field.number();
-            if !(1..=MAX_FIELD_NUMBER).contains(&number) {
+            if !(1..=MAX_FIELD_NUMBER as i32).contains(&number) {
                 return Err(unsupported(
                     &field_path,
                     format!("invalid field number {number}"),
@@ -260,7 +160,12 @@ impl<'d> Compiler<'_, 'd> {
             if let (Some(entry), Some(field)) =
                 (fast.get_mut(*number as usize), fields.get(*index as usize))
             {
-                *entry = FastEntry::of(field);
+                *entry = match &field.shape {
+                    FieldShape::Scalar(scalar) if field.oneof.is_none() => {
+                        FastEntry::of(scalar, field.slot)
+                    }
+                    _ => FastEntry::NONE,
+                };
             }
         }
         Ok(MessagePlan {
@@ -416,11 +321,10 @@ impl<'d> Compiler<'_, 'd> {
         names: &Option<Arc<EnumNames>>,
         data_type: &ColumnType,
     ) -> Option<ScalarPlan> {
-        let target = Target::of(data_type)?;
-        if !kind.can_fill(target) {
+        if !kind.can_fill(data_type) {
             return None;
         }
-        let enum_names = if kind == ProtoKind::Enum && target == Target::String {
+        let enum_names = if kind == ProtoKind::Enum && *data_type == ColumnType::String {
             let names = names.clone().unwrap_or_default();
             self.amplification = self.amplification.max(names.longest()).max(1);
             Some(names)
@@ -429,7 +333,7 @@ impl<'d> Compiler<'_, 'd> {
         };
         Some(ScalarPlan {
             kind,
-            target,
+            target: data_type.clone(),
             enum_names,
         })
     }
@@ -516,24 +420,4 @@ fn group_oneofs(fields: &mut [FieldPlan], members: &[(i32, usize)]) -> Vec<Vec<u
         });
     }
     groups
-}
-
-/// Field-number lookup: a dense table for small numbers, a sorted list for the rest.
-fn lookup_tables(numbers: &[(u32, u32)]) -> (Vec<u32>, Vec<(u32, u32)>) {
-    let dense_len = numbers
-        .iter()
-        .map(|(n, _)| *n as usize)
-        .filter(|n| *n < DENSE_FIELD_NUMBERS)
-        .max()
-        .map_or(0, |max| max + 1);
-    let mut dense = vec![0u32; dense_len];
-    let mut sparse = Vec::new();
-    for (number, index) in numbers {
-        match dense.get_mut(*number as usize) {
-            Some(entry) => *entry = index + 1,
-            None => sparse.push((*number, *index)),
-        }
-    }
-    sparse.sort_unstable();
-    (dense, sparse)
 }
