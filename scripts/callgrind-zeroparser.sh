@@ -38,7 +38,7 @@ prost-types.workspace = true
 TOML
 features=()
 modes=(plain)
-if grep -q "fn with_rescued_data" "$work/zeroparser/src/batch.rs"; then
+if grep -rq "fn with_rescued_data" "$work/zeroparser/src"; then
   features=(--features rescue)
   modes=(plain rescue)
 fi

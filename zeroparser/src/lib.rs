@@ -2,25 +2,34 @@
 //! into Arrow builders, checked against a Delta / Unity Catalog table schema.
 //!
 //! ```text
-//! TableSchema::parse("id BIGINT NOT NULL, tags ARRAY<STRING>")   schema, schema_text
-//!   │  .arrow_schema()                                           arrow_types
+//! TableSchema::parse("id BIGINT NOT NULL, tags ARRAY<STRING>")   schema/ (column, text, sql,
+//!   │  .arrow_schema()                                             validate), arrow/types
 //!   ▼
-//! ProtoPlan::compile(descriptor, &schema)   once per stream      descriptor, plan, proto_scalar
+//! ProtoPlan::compile(descriptor, &schema)   once per stream      proto/ (descriptor, compile,
+//!   │                                                              plan, scalar, fast)
 //!   ▼
-//! RecordBatchBuilder::append_proto / append_json, per record     batch
-//!   │  flat tables, protobuf: one pass, no allocation            wire, visit, flat
-//!   │    (ProtoPlan::visit → columns; a failed record is cut back)
+//! RecordBatchBuilder::append_proto / append_json, per record     arrow/batch
+//!   │  flat tables, protobuf: one pass, no allocation            proto/ (wire, visit, visitor,
+//!   │    (ProtoPlan::visit → columns; a failed record is cut       fast, checks), arrow/flat
+//!   │    back)
 //!   │  otherwise:
-//!   │  1. decode into a per-record value tree (borrows input)    wire, proto_decode, json_decode
-//!   │  2. validate it (NOT NULL, duplicate map keys)             value, convert, text_formats
-//!   │  3. append to the Arrow builders (cannot fail)             builders
+//!   │  1. decode into a per-record value tree (borrows input)    proto/tree, json/ (plan,
+//!   │                                                              decode, seed, convert, side)
+//!   │  2. validate it (NOT NULL, duplicate map keys)             value/ (tree, scalar, convert,
+//!   │                                                              variant, finalize)
+//!   │  3. append to the Arrow builders (cannot fail)             arrow/builders
 //!   ▼
 //! RecordBatchBuilder::finish() -> RecordBatch
 //! ```
 //!
 //! Opt-in: `RecordBatchBuilder::with_rescued_data` adds a `_rescued_data` column that keeps
-//! what does not fit the schema instead of failing the record (`rescue`, `json_rescue`,
-//! `rescue_proto`); builders without it run the default paths unchanged.
+//! what does not fit the schema instead of failing the record (`rescue/`: the column, its
+//! object text, the protobuf unknown-field pass; `json/rescue` for JSON records); builders
+//! without it run the default paths unchanged.
+//!
+//! Imports point one way, with no cycles (`scripts/module-cycles.py zeroparser/src`):
+//! `arrow` → `json` → `rescue` → `proto` → `value` → `schema` (each may use any to its
+//! right); `error` and `path` are shared by all.
 //!
 //! A failed append leaves the builder untouched; errors name the field path and, for
 //! protobuf, the byte offset. Nothing here panics on input bytes.

@@ -5,15 +5,15 @@
 //!
 //! Two strategies keep it:
 //! - flat tables (every column a scalar), protobuf records: one pass straight into the
-//!   columns (`flat`); a failed record cuts every column back to the batch's row count;
+//!   columns (`arrow::flat`); a failed record cuts every column back to the batch's row count;
 //! - otherwise (nested columns, and every JSON record): the record is decoded into a
 //!   per-record value tree and validated completely (NOT NULL, duplicate map keys) before
 //!   the first Arrow builder is touched; the append step itself cannot fail.
 //!
 //! A builder made [`with_rescued_data`](RecordBatchBuilder::with_rescued_data) adds the
 //! `_rescued_data` column after the schema's columns (see `rescue`): JSON records take the
-//! rescuing decode (`json_rescue`), protobuf records the same decode as without it plus one
-//! pass over their top-level tags (`rescue_proto`), both inside the same all-or-nothing
+//! rescuing decode (`json::rescue`), protobuf records the same decode as without it plus one
+//! pass over their top-level tags (`rescue::proto`), both inside the same all-or-nothing
 //! append. A builder without it runs exactly the code it ran before the column existed.
 
 use std::sync::Arc;

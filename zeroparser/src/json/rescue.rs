@@ -1,7 +1,7 @@
 //! The top level of a JSON record for a builder with the rescued-data column: each member is
 //! read as raw JSON text first, then decoded into its column; what has no column, and what
 //! does not fit a nullable column, is kept as written in the rescued-data object text (the
-//! rules are in `rescue`).
+//! rules are in the `rescue` module).
 //!
 //! Reading the raw text first is what lets a value that fails half-way (an array whose third
 //! element has the wrong type) be kept whole. It costs a second scan of each top-level value,

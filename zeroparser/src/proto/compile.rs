@@ -13,10 +13,11 @@ use prost_types::{DescriptorProto, FieldDescriptorProto};
 
 use super::descriptor::{decode_descriptor, TypeRegistry};
 use super::fast::FastEntry;
+use super::kind::ProtoKind;
 use super::plan::{
     lookup_tables, schema_id, FieldPlan, FieldShape, MapPlan, MapValuePlan, MessagePlan, ProtoPlan,
 };
-use super::scalar::{EnumNames, ProtoKind, ScalarPlan};
+use super::scalar::{EnumNames, ScalarPlan};
 use super::wire::MAX_FIELD_NUMBER;
 use crate::error::SchemaError;
 use crate::path::{FieldPath, Segment};

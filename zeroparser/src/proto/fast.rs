@@ -6,7 +6,8 @@
 //! on the field's shape; everything else (unknown fields, oneof members, range-checked
 //! integers, enums, VARIANT, nested fields, wrong wire types) takes the general path.
 
-use super::scalar::{ProtoKind, ScalarPlan};
+use super::kind::ProtoKind;
+use super::scalar::ScalarPlan;
 use super::visitor::Visitor;
 use super::wire::{zigzag32, zigzag64, Reader};
 use crate::error::{DecodeError, DecodeErrorKind};
