@@ -141,3 +141,13 @@ impl ColumnType {
         })
     }
 }
+
+/// A column, for tests.
+#[cfg(test)]
+pub(super) fn column(name: &str, data_type: ColumnType, nullable: bool) -> Column {
+    Column {
+        name: name.into(),
+        data_type,
+        nullable,
+    }
+}

@@ -98,14 +98,7 @@ fn write_name(out: &mut String, name: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn column(name: &str, data_type: ColumnType, nullable: bool) -> Column {
-        Column {
-            name: name.into(),
-            data_type,
-            nullable,
-        }
-    }
+    use crate::schema::column::column;
 
     #[test]
     fn nested_types_render_as_canonical_sql() {

@@ -71,14 +71,7 @@ fn validate_type(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn column(name: &str, data_type: ColumnType, nullable: bool) -> Column {
-        Column {
-            name: name.into(),
-            data_type,
-            nullable,
-        }
-    }
+    use crate::schema::column::column;
 
     #[test]
     fn validation_rejects_duplicate_names_ignoring_case() {
