@@ -1,11 +1,27 @@
-//! Reads a Delta table back with Python `polars` (over `deltalake`) from the project's
-//! virtualenv, so this crate need not compile the `deltalake` crate a second time.
+//! The `(id BIGINT NOT NULL, note STRING)` test table: the JSON record for an id, and reading
+//! the table back with Python `polars` (over `deltalake`) from the project's virtualenv, so
+//! this crate need not compile the `deltalake` crate a second time.
 
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use databricks_zerobus_ingest_sdk::JsonString;
+
 use crate::HarnessError;
+
+/// The columns of the test table.
+pub const NOTES_COLUMNS: &str = "id BIGINT NOT NULL, note STRING";
+
+/// The JSON record `{"id": id, "note": "n<id>"}`.
+pub fn note(id: i64) -> JsonString {
+    JsonString(serde_json::json!({"id": id, "note": format!("n{id}")}).to_string())
+}
+
+/// The rows [`note`] gives for `ids`, as [`NotesTable::rows_by_id`] lists them.
+pub fn expected_notes(ids: std::ops::Range<i64>) -> Vec<(i64, String)> {
+    ids.map(|id| (id, format!("n{id}"))).collect()
+}
 
 /// Prints `{"rows": n, "distinct_ids": d, "rows_by_id": [[id, note], ...]}` for the table at
 /// argv[1] (columns `id`, `note`), sorted by id.

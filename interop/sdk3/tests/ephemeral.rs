@@ -4,20 +4,15 @@
 
 use std::time::Duration;
 
-use databricks_zerobus_ingest_sdk::JsonString;
-use sluice_interop_sdk3::delta::read_notes_when;
+use sluice_interop_sdk3::delta::{expected_notes, note, read_notes_when, NOTES_COLUMNS};
 use sluice_interop_sdk3::sluice::{Sluice, CLIENT_ID, CLIENT_SECRET};
-
-fn note(id: i64) -> JsonString {
-    JsonString(serde_json::json!({"id": id, "note": format!("n{id}")}).to_string())
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_sdk3_ephemeral_stream_when_records_and_a_batch_are_flushed_then_each_lands_once() {
     let sluice = Sluice::start("200ms").await.expect("start sluice");
     let table = "main.interop.ephemeral";
     let location = sluice
-        .create_table(table, "id BIGINT NOT NULL, note STRING")
+        .create_table(table, NOTES_COLUMNS)
         .expect("create table");
     let sdk = sluice.sdk().expect("sdk");
     let mut stream = sdk
@@ -56,7 +51,7 @@ async fn given_sdk3_ephemeral_stream_when_records_and_a_batch_are_flushed_then_e
     let read = read_notes_when(&location, total, Duration::from_secs(30))
         .await
         .expect("read the table");
-    let expected: Vec<(i64, String)> = (0..singles + batch).map(|i| (i, format!("n{i}"))).collect();
+    let expected = expected_notes(0..singles + batch);
     assert_eq!(read.rows, total, "each acked record once");
     assert_eq!(read.distinct_ids, total);
     assert_eq!(read.rows_by_id, expected);

@@ -7,8 +7,8 @@
 
 use std::time::Duration;
 
-use databricks_zerobus_ingest_sdk::{GrpcCode, JsonString, ZerobusError, ZerobusSdk};
-use sluice_interop_sdk3::delta::read_notes_when;
+use databricks_zerobus_ingest_sdk::{GrpcCode, ZerobusError, ZerobusSdk};
+use sluice_interop_sdk3::delta::{expected_notes, note, read_notes_when, NOTES_COLUMNS};
 use sluice_interop_sdk3::sluice::{Sluice, CLIENT_ID, CLIENT_SECRET};
 
 /// EXPECTATION SWITCH. `false`: Sluice refuses persistent streams (UNIMPLEMENTED), today's
@@ -17,10 +17,6 @@ use sluice_interop_sdk3::sluice::{Sluice, CLIENT_ID, CLIENT_SECRET};
 const PERSISTENT_STREAMS_SERVED: bool = false;
 
 const TABLE: &str = "main.interop.persistent";
-
-fn note(id: i64) -> JsonString {
-    JsonString(serde_json::json!({"id": id, "note": format!("n{id}")}).to_string())
-}
 
 fn builder(sdk: &ZerobusSdk) -> databricks_zerobus_ingest_sdk::PersistentStreamBuilder<'_> {
     sdk.persistent_stream_builder()
@@ -49,7 +45,7 @@ fn assert_unimplemented(what: &str, result: Result<impl Sized, ZerobusError>) {
 async fn given_sdk3_persistent_stream_when_created_closed_and_resumed_then_each_record_once() {
     let sluice = Sluice::start("200ms").await.expect("start sluice");
     let location = sluice
-        .create_table(TABLE, "id BIGINT NOT NULL, note STRING")
+        .create_table(TABLE, NOTES_COLUMNS)
         .expect("create table");
     let sdk = sluice.sdk().expect("sdk");
 
@@ -96,7 +92,7 @@ async fn given_sdk3_persistent_stream_when_created_closed_and_resumed_then_each_
     let read = read_notes_when(&location, 200, Duration::from_secs(30))
         .await
         .expect("read the table");
-    let expected: Vec<(i64, String)> = (0..200).map(|i| (i, format!("n{i}"))).collect();
+    let expected = expected_notes(0..200);
     assert_eq!(read.rows, 200, "each record exactly once");
     assert_eq!(read.distinct_ids, 200);
     assert_eq!(read.rows_by_id, expected);
