@@ -10,7 +10,8 @@
 #     deltalake, polars, pytest, moto's S3 server and fusepy (tests/python/requirements.txt);
 #     the Rust integration tests start their own `moto_server` processes from it
 #     (a real S3-compatible server on loopback, one per test, killed after it);
-# then builds and runs the Rust tests (unit, property and integration tests,
+# then checks formatting and clippy (-D warnings, all targets, bench features),
+# builds and runs the Rust tests (unit, property and integration tests,
 # the integration tests drive real `sluice` processes with the official Rust
 # SDK) and the Python SDK tests.
 set -euo pipefail
@@ -39,6 +40,13 @@ if [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]; then
   "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
   echo "$want" > "$stamp"
 fi
+
+# Style is part of the suite: formatting, and clippy with warnings as errors over every
+# target, the feature-gated benchmark binaries included (`peers` is left out: it builds
+# RocksDB from C++ source, ~10 min on 2 cores, and only adds the message-queue peers).
+cargo fmt --all --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo clippy -p sluice-bench --all-targets --locked --features e2e,decoders,sinkbench,walbench -- -D warnings
 
 cargo test --workspace --locked
 # WAL fault injection (short writes, EIO, ENOSPC, power cuts): its own feature-gated target.
