@@ -217,14 +217,7 @@ impl Server {
 
     /// An official-SDK JSON stream to `table` with the admin credentials.
     pub async fn json_stream(&self, table: &str) -> ZerobusStream {
-        self.sdk()
-            .stream_builder()
-            .table(table)
-            .oauth(CLIENT_ID, CLIENT_SECRET)
-            .json()
-            .build()
-            .await
-            .expect("json stream")
+        admin_json_stream(&self.sdk(), table).await
     }
 
     /// An official-SDK JSON stream to `table` without SDK recovery, for tests that watch how
@@ -365,6 +358,17 @@ pub fn cli_at(url: &str, args: &[&str]) -> std::process::Output {
         .env("SLUICE_CLIENT_SECRET", CLIENT_SECRET)
         .output()
         .expect("run sluice cli")
+}
+
+/// An official-SDK JSON stream to `table` through `sdk` with the admin credentials.
+pub async fn admin_json_stream(sdk: &ZerobusSdk, table: &str) -> ZerobusStream {
+    sdk.stream_builder()
+        .table(table)
+        .oauth(CLIENT_ID, CLIENT_SECRET)
+        .json()
+        .build()
+        .await
+        .expect("json stream")
 }
 
 /// An official-SDK client for `url` (gRPC and OAuth/catalog; TLS off).
