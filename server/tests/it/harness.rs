@@ -130,12 +130,18 @@ impl Server {
         }
     }
 
+    /// SIGTERM without waiting: the graceful stop begins.
+    pub fn sigterm(&self) {
+        if let Some(child) = &self.child {
+            // SAFETY: kill(2) on our own child's pid; no memory is touched.
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        }
+    }
+
     /// SIGTERM and wait for the graceful stop.
     pub fn terminate(&mut self) {
+        self.sigterm();
         if let Some(mut child) = self.child.take() {
-            let pid = child.id() as i32;
-            // SAFETY: kill(2) on our own child's pid; no memory is touched.
-            unsafe { libc::kill(pid, libc::SIGTERM) };
             let deadline = Instant::now() + Duration::from_secs(60);
             loop {
                 if let Ok(Some(status)) = child.try_wait() {
