@@ -16,11 +16,19 @@ use crate::auth::{newest_key, signed_token};
 use crate::harness::{Server, CLIENT_ID};
 use crate::raw::{create_json, exchange, request, Call, OpenStream};
 
-fn print_row(class: &str, status: &tonic::Status) {
+/// Prints `status` as a row of the README table and asserts its code and that its message
+/// contains `needle`.
+fn observed(class: &str, status: &tonic::Status, code: Code, needle: &str) {
     println!(
         "| {class} | {:?} — {} |",
         status.code(),
         status.message().replace('|', "/")
+    );
+    assert_eq!(status.code(), code, "{class}: {status:?}");
+    assert!(
+        status.message().contains(needle),
+        "{class}: `{}` lacks `{needle}`",
+        status.message()
     );
 }
 
@@ -61,12 +69,11 @@ async fn persistent_streams_and_retire_stream_are_unimplemented_and_say_to_use_e
             Ok(m) => panic!("a persistent stream was served: {m:?}"),
         },
     };
-    print_row("persistent stream", &status);
-    assert_eq!(status.code(), Code::Unimplemented, "{status:?}");
-    assert!(
-        status.message().contains("use ephemeral streams"),
-        "{}",
-        status.message()
+    observed(
+        "persistent stream",
+        &status,
+        Code::Unimplemented,
+        "use ephemeral streams",
     );
 
     let status = client
@@ -79,8 +86,12 @@ async fn persistent_streams_and_retire_stream_are_unimplemented_and_say_to_use_e
         ))
         .await
         .expect_err("RetireStream is not served");
-    print_row("RetireStream", &status);
-    assert_eq!(status.code(), Code::Unimplemented, "{status:?}");
+    observed(
+        "RetireStream",
+        &status,
+        Code::Unimplemented,
+        "nothing to retire",
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -109,22 +120,21 @@ async fn a_token_signed_by_a_key_the_pod_does_not_have_is_unauthenticated() {
     let unknown = signed_token("0123456789abcdef0123456789abcdef", &[7u8; 32], &claims);
     let (_, status) = exchange(call(&unknown), vec![create_json(t)]).await;
     let status = status.expect("refused");
-    print_row("credentials signed by an unknown key", &status);
-    assert_eq!(status.code(), Code::Unauthenticated, "{status:?}");
-    assert!(
-        status.message().contains("unknown key"),
-        "{}",
-        status.message()
+    observed(
+        "credentials signed by an unknown key",
+        &status,
+        Code::Unauthenticated,
+        "unknown key",
     );
     // A known key id with the wrong secret is a bad signature, not an unknown key.
     let wrong_secret = signed_token(&kid, &[7u8; 32], &claims);
     let (_, status) = exchange(call(&wrong_secret), vec![create_json(t)]).await;
     let status = status.expect("refused");
-    assert_eq!(status.code(), Code::Unauthenticated, "{status:?}");
-    assert!(
-        status.message().contains("signature is invalid"),
-        "{}",
-        status.message()
+    observed(
+        "credentials with a known key id and a wrong secret",
+        &status,
+        Code::Unauthenticated,
+        "signature is invalid",
     );
 }
 
@@ -154,12 +164,11 @@ async fn a_pod_shutting_down_ends_an_open_stream_with_unavailable_after_acking_i
         .ended_by_server(Duration::from_secs(30))
         .await
         .expect("the stream ends with a status");
-    print_row("pod shutting down (open stream)", &status);
-    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
-    assert!(
-        status.message().contains("shutting down"),
-        "{}",
-        status.message()
+    observed(
+        "pod shutting down (open stream)",
+        &status,
+        Code::Unavailable,
+        "shutting down",
     );
     assert_eq!(
         acked.load(std::sync::atomic::Ordering::SeqCst),
