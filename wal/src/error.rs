@@ -14,13 +14,18 @@ pub enum WalError {
     /// A file-system operation failed; `context` names the operation and the path.
     #[error("{context}: {source}")]
     Io {
+        /// The operation and the path it was on.
         context: String,
+        /// The operating system's error.
         #[source]
         source: io::Error,
     },
     /// The device holding the log is full (`ENOSPC` or `EDQUOT`).
     #[error("no space left on the write-ahead log device: {context}")]
-    NoSpace { context: String },
+    NoSpace {
+        /// The operation and the path that found the disk full.
+        context: String,
+    },
     /// The log hit a write or `fdatasync` error earlier and will never make data durable
     /// again in this process; the message describes the original error.
     #[error("write-ahead log failed and can no longer make data durable: {0}")]
@@ -28,8 +33,11 @@ pub enum WalError {
     /// A segment does not hold what the format promises (see [`crate::RecoveryMode`]).
     #[error("corrupt write-ahead log segment {}: at byte offset {offset}: {reason}", segment.display())]
     Corrupt {
+        /// The damaged segment file.
         segment: PathBuf,
+        /// Byte offset in that file where the damage starts.
         offset: u64,
+        /// What is wrong there.
         reason: String,
     },
     /// The log was closed; nothing more can be appended.

@@ -23,7 +23,9 @@ pub struct Frame {
     pub lsn: Lsn,
     /// LSN just past the frame: what [`crate::Wal::append`] returned for it.
     pub end_lsn: Lsn,
+    /// The caller's tag given to [`crate::Wal::append`].
     pub kind: u8,
+    /// The bytes given to [`crate::Wal::append`].
     pub payload: Vec<u8>,
 }
 

@@ -42,9 +42,9 @@ pub fn cli_ok(server: &Server, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).to_string()
 }
 
-/// A token signed with the pod's newest key but already expired (the test
-/// reads the key from the catalog file, as only a holder of the key could).
-pub fn expired_token(server: &Server, sub: &str, table: &str) -> String {
+/// The pod's newest signing key, `(kid, secret)`, read from the catalog file (as only a
+/// holder of the key could).
+pub fn newest_key(server: &Server) -> (String, Vec<u8>) {
     let catalog: serde_json::Value = serde_json::from_slice(
         &std::fs::read(server.data_dir.join("catalog.json")).expect("catalog"),
     )
@@ -59,22 +59,33 @@ pub fn expired_token(server: &Server, sub: &str, table: &str) -> String {
     let secret = STANDARD
         .decode(key["secret"].as_str().expect("secret"))
         .expect("b64");
-    let header = serde_json::json!({"alg": "HS256", "typ": "JWT", "kid": key["kid"]});
-    let now = chrono::Utc::now().timestamp();
-    let claims = serde_json::json!({
-        "sub": sub, "iat": now - 7200, "exp": now - 3600, "tables": [table], "admin": false
-    });
+    (key["kid"].as_str().expect("kid").to_string(), secret)
+}
+
+/// An HS256 JWT over `claims` with key id `kid`, signed with `secret`.
+pub fn signed_token(kid: &str, secret: &[u8], claims: &serde_json::Value) -> String {
+    let header = serde_json::json!({"alg": "HS256", "typ": "JWT", "kid": kid});
     let input = format!(
         "{}.{}",
         URL_SAFE_NO_PAD.encode(header.to_string()),
         URL_SAFE_NO_PAD.encode(claims.to_string())
     );
-    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(&secret).expect("hmac");
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(secret).expect("hmac");
     mac.update(input.as_bytes());
     format!(
         "{input}.{}",
         URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes())
     )
+}
+
+/// A token signed with the pod's newest key but already expired.
+pub fn expired_token(server: &Server, sub: &str, table: &str) -> String {
+    let (kid, secret) = newest_key(server);
+    let now = chrono::Utc::now().timestamp();
+    let claims = serde_json::json!({
+        "sub": sub, "iat": now - 7200, "exp": now - 3600, "tables": [table], "admin": false
+    });
+    signed_token(&kid, &secret, &claims)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

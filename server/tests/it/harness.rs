@@ -130,12 +130,18 @@ impl Server {
         }
     }
 
+    /// SIGTERM without waiting: the graceful stop begins.
+    pub fn sigterm(&self) {
+        if let Some(child) = &self.child {
+            // SAFETY: kill(2) on our own child's pid; no memory is touched.
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        }
+    }
+
     /// SIGTERM and wait for the graceful stop.
     pub fn terminate(&mut self) {
+        self.sigterm();
         if let Some(mut child) = self.child.take() {
-            let pid = child.id() as i32;
-            // SAFETY: kill(2) on our own child's pid; no memory is touched.
-            unsafe { libc::kill(pid, libc::SIGTERM) };
             let deadline = Instant::now() + Duration::from_secs(60);
             loop {
                 if let Ok(Some(status)) = child.try_wait() {
@@ -217,14 +223,7 @@ impl Server {
 
     /// An official-SDK JSON stream to `table` with the admin credentials.
     pub async fn json_stream(&self, table: &str) -> ZerobusStream {
-        self.sdk()
-            .stream_builder()
-            .table(table)
-            .oauth(CLIENT_ID, CLIENT_SECRET)
-            .json()
-            .build()
-            .await
-            .expect("json stream")
+        admin_json_stream(&self.sdk(), table).await
     }
 
     /// An official-SDK JSON stream to `table` without SDK recovery, for tests that watch how
@@ -365,6 +364,17 @@ pub fn cli_at(url: &str, args: &[&str]) -> std::process::Output {
         .env("SLUICE_CLIENT_SECRET", CLIENT_SECRET)
         .output()
         .expect("run sluice cli")
+}
+
+/// An official-SDK JSON stream to `table` through `sdk` with the admin credentials.
+pub async fn admin_json_stream(sdk: &ZerobusSdk, table: &str) -> ZerobusStream {
+    sdk.stream_builder()
+        .table(table)
+        .oauth(CLIENT_ID, CLIENT_SECRET)
+        .json()
+        .build()
+        .await
+        .expect("json stream")
 }
 
 /// An official-SDK client for `url` (gRPC and OAuth/catalog; TLS off).

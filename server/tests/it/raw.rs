@@ -78,7 +78,8 @@ pub struct Call<'a> {
     pub token: Option<&'a str>,
 }
 
-fn request<S>(call: &Call<'_>, body: S) -> tonic::Request<S> {
+/// A request of `body` with the call's metadata.
+pub fn request<S>(call: &Call<'_>, body: S) -> tonic::Request<S> {
     let mut req = tonic::Request::new(body);
     if let Some(t) = call.token {
         req.metadata_mut().insert(
@@ -196,6 +197,17 @@ impl OpenStream {
             );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+    }
+
+    /// Waits (up to `timeout`) for the server to end the stream, the client side still
+    /// open; returns its final status (`None` = OK).
+    pub async fn ended_by_server(self, timeout: Duration) -> Option<tonic::Status> {
+        let status = tokio::time::timeout(timeout, self.reader)
+            .await
+            .expect("the server ended the stream in time")
+            .expect("reader");
+        drop(self.tx);
+        status
     }
 
     /// Ends the stream cleanly; returns its final status (`None` = OK).

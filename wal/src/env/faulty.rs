@@ -56,6 +56,7 @@ fn errno(code: i32) -> io::Error {
 }
 
 impl FaultyFileSystem {
+    /// The real file system with no fault armed.
     pub fn new() -> Self {
         Self::default()
     }

@@ -9,6 +9,8 @@ mod append_and_read;
 mod back_pressure;
 mod common;
 mod failure;
+mod group_commit;
+mod hooked_fs;
 mod prepared_segments;
 mod recovery;
 mod rotation_and_purge;

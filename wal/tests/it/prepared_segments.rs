@@ -3,14 +3,14 @@
 //! leftover spare is removed at open, and a preparer that cannot prepare never fails an
 //! append.
 
-use std::io::{self, Read};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use sluice_wal::env::{DefaultFileSystem, FileSystem, WritableFile};
 use sluice_wal::{RecoveryMode, Wal};
 
 use crate::common::{append_many, read_all, segment_files, small_segments};
+use crate::hooked_fs::{FsHooks, Hooked};
 
 /// Small segments with prepared segments on.
 fn prepared(dir: &Path) -> sluice_wal::WalOptions {
@@ -38,45 +38,19 @@ impl RecordingFs {
     }
 }
 
-impl FileSystem for RecordingFs {
-    fn list_dir(&self, dir: &Path) -> io::Result<Vec<PathBuf>> {
-        DefaultFileSystem.list_dir(dir)
-    }
-
-    fn create_preallocated(&self, path: &Path, len: u64) -> io::Result<Box<dyn WritableFile>> {
+impl FsHooks for RecordingFs {
+    fn before_create(&self, path: &Path) -> io::Result<()> {
         if self.refuse_spares && is_spare(path) {
             return Err(io::Error::from_raw_os_error(libc::ENOSPC));
         }
-        DefaultFileSystem.create_preallocated(path, len)
+        Ok(())
     }
 
-    fn open_read(&self, path: &Path) -> io::Result<Box<dyn Read + Send>> {
-        DefaultFileSystem.open_read(path)
-    }
-
-    fn read_file(&self, path: &Path) -> io::Result<Vec<u8>> {
-        DefaultFileSystem.read_file(path)
-    }
-
-    fn truncate(&self, path: &Path, len: u64) -> io::Result<()> {
-        DefaultFileSystem.truncate(path, len)
-    }
-
-    fn remove_file(&self, path: &Path) -> io::Result<()> {
-        DefaultFileSystem.remove_file(path)
-    }
-
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        DefaultFileSystem.rename(from, to)?;
+    fn after_rename(&self, from: &Path, to: &Path) {
         self.renames
             .lock()
             .expect("renames")
             .push((from.to_path_buf(), to.to_path_buf()));
-        Ok(())
-    }
-
-    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        DefaultFileSystem.sync_dir(dir)
     }
 }
 
@@ -103,7 +77,8 @@ async fn given_rotations_then_prepared_segments_are_adopted_and_every_frame_read
 ) {
     let dir = tempfile::tempdir().expect("tempdir");
     let fs = RecordingFs::default();
-    let (wal, _) = Wal::open_with_fs(prepared(dir.path()), Arc::new(fs.clone())).expect("open");
+    let (wal, _) =
+        Wal::open_with_fs(prepared(dir.path()), Arc::new(Hooked(fs.clone()))).expect("open");
     let frames = append_rounds(&wal, 30).await;
     let renames = fs.renames();
     assert!(
@@ -160,7 +135,8 @@ async fn given_a_preparer_that_cannot_create_spares_then_rotation_creates_segmen
         refuse_spares: true,
         ..RecordingFs::default()
     };
-    let (wal, _) = Wal::open_with_fs(prepared(dir.path()), Arc::new(fs.clone())).expect("open");
+    let (wal, _) =
+        Wal::open_with_fs(prepared(dir.path()), Arc::new(Hooked(fs.clone()))).expect("open");
     let frames = append_rounds(&wal, 20).await;
     assert!(segment_files(dir.path()).len() > 3, "the log rotated");
     assert!(fs.renames().is_empty(), "no spare was ever adopted");
