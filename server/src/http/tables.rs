@@ -189,7 +189,7 @@ async fn create_table(
         system_columns,
         rescued_data,
     })?;
-    let sink = open_sink(&pod.warehouse, &entry, pod.wal.id(), pod.config.flush_bytes).await?;
+    let sink = open_sink(&pod.warehouse, &entry, &pod.wal, pod.config.flush_bytes).await?;
     pod.sinks.insert(Arc::new(sink))?;
     tracing::info!(table = %full_name, location = %url, "table created");
     table_info(&entry)
