@@ -1,8 +1,8 @@
 //! The tables service: creating, dropping, describing and listing the pod's
-//! tables, with the caller's rights checked. The HTTP tables API (and so
-//! `sluice table …`) and tests call it; it owns the DDL: the pod's DDL lock,
-//! the column policy (`policy`), the Delta table, the catalog entry and the
-//! table's sink.
+//! tables, with the caller's rights checked. It owns the DDL: the pod's DDL
+//! lock, the column policy (`policy`), the Delta table, the catalog entry and
+//! the table's sink. The HTTP tables API calls it, and through that API
+//! `sluice table …` (an HTTP client) and the integration tests.
 
 mod create;
 mod drop;
