@@ -27,6 +27,7 @@ pub mod recovery;
 pub mod server;
 pub mod sink;
 pub mod streams;
+pub mod tables;
 pub mod warehouse;
 
 pub use config::{AuthMode, ServeConfig};

@@ -113,7 +113,7 @@ impl Pod {
             streams.clone(),
         );
         for entry in catalog.tables()? {
-            let sink = open_sink(&warehouse, &entry, wal.id(), config.flush_bytes).await?;
+            let sink = open_sink(&warehouse, &entry, &wal, config.flush_bytes).await?;
             sinks.insert(Arc::new(sink))?;
         }
         let pod = Arc::new(Pod {
@@ -213,15 +213,8 @@ impl Pod {
         if let Some(sink) = self.sinks.get(table) {
             return Ok(Some(sink));
         }
-        let sink = Arc::new(
-            open_sink(
-                &self.warehouse,
-                &entry,
-                self.wal.id(),
-                self.config.flush_bytes,
-            )
-            .await?,
-        );
+        let sink =
+            Arc::new(open_sink(&self.warehouse, &entry, &self.wal, self.config.flush_bytes).await?);
         self.sinks.insert(sink.clone())?;
         tracing::info!(table = %entry.full_name, "opened the sink of a table created elsewhere");
         Ok(Some(sink))
@@ -232,16 +225,17 @@ impl Pod {
 pub async fn open_sink(
     warehouse: &Warehouse,
     entry: &TableEntry,
-    wal_id: &str,
+    wal: &Wal,
     flush_bytes: usize,
 ) -> Result<TableSink> {
     let url = url::Url::parse(&entry.storage_location)
         .map_err(|e| ServerError::Internal(format!("bad location of {}: {e}", entry.full_name)))?;
-    let (delta, committed) = open_table(warehouse.open(&url).await?, wal_id).await?;
+    let (delta, committed) = open_table(warehouse.open(&url).await?, wal.id()).await?;
     Ok(TableSink::new(
         entry.full_name.clone(),
         entry.schema()?,
         delta,
+        wal.clone(),
         committed,
         flush_bytes,
         entry.added_columns(),

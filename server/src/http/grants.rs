@@ -81,7 +81,7 @@ fn assignments(pod: &Pod, table: &str) -> Result<serde_json::Value> {
 }
 
 fn table_name(pod: &Pod, full_name: &str) -> Result<String> {
-    let (c, s, t) = super::tables::split_name(full_name)?;
+    let (c, s, t) = crate::tables::split_name(full_name)?;
     let name = format!("{c}.{s}.{t}");
     pod.catalog
         .table(&name)?

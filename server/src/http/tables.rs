@@ -1,9 +1,7 @@
 //! Handlers of `/api/2.1/unity-catalog/tables`: create, get, list, delete.
-//! Creating a table creates its Delta table under the warehouse, registers
-//! it in the catalog and starts its sink; deleting removes all three.
-//! A create that names a `storage_location` where a Delta table with the same
-//! columns exists attaches to it instead (another pod writes it too: the
-//! Delta log's put-if-absent commits keep both writers safe).
+//! Each authenticates the request, turns the UC-shaped body into a call of
+//! the tables service (`crate::tables`, which owns the DDL and the rights
+//! checks) and its answer into a UC-shaped response.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,17 +10,13 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use futures::TryStreamExt;
-use object_store::ObjectStoreExt;
 use serde::Deserialize;
-use sluice_zeroparser::TableSchema;
 
 use super::uc::{error_response, table_info, ColumnInfo};
 use crate::auth::Caller;
-use crate::catalog::{now_millis, TableEntry};
-use crate::error::{Result, ServerError};
-use crate::pod::{open_sink, Pod};
-use crate::sink::{delta_fields, rescued_data, system_columns};
+use crate::error::Result;
+use crate::pod::Pod;
+use crate::tables::{self, NewTable};
 
 /// Body of a create request (UC `CreateTable`).
 #[derive(Deserialize)]
@@ -37,83 +31,31 @@ pub struct CreateTable {
     /// Where the Delta table lives; default `<warehouse>/<catalog>/<schema>/<table>`.
     #[serde(default)]
     storage_location: Option<String>,
-    /// Table properties; `delta.*` ones (e.g. `delta.checkpointInterval`,
-    /// `delta.logRetentionDuration`, `delta.targetFileSize`) go to the new
-    /// Delta table's configuration; `sluice.rescuedData=true` and
-    /// `sluice.systemColumns=true` add those columns.
+    /// Table properties (see [`NewTable::properties`]).
     #[serde(default)]
     properties: HashMap<String, String>,
 }
 
-fn caller(pod: &Pod, headers: &HeaderMap) -> Result<Caller> {
-    let header = headers
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    pod.auth.verify_bearer(header)
-}
-
-pub(super) fn admin(pod: &Pod, headers: &HeaderMap) -> Result<Caller> {
-    let c = caller(pod, headers)?;
-    if !c.is_admin() {
-        return Err(ServerError::PermissionDenied(
-            "this token may not change the catalog (admin only)".into(),
-        ));
-    }
-    Ok(c)
-}
-
-fn respond<T: serde::Serialize>(r: Result<T>) -> Response {
-    match r {
-        Ok(v) => Json(v).into_response(),
-        Err(e) => error_response(&e),
+impl CreateTable {
+    /// The service's request: the full name (from `name`, or `catalog_name`,
+    /// `schema_name` and a bare `name`) and the columns as SQL text.
+    fn into_new_table(self) -> NewTable {
+        let name = match (&self.catalog_name, &self.schema_name) {
+            (Some(c), Some(s)) if !self.name.contains('.') => format!("{c}.{s}.{}", self.name),
+            _ => self.name,
+        };
+        NewTable {
+            name,
+            columns: columns_sql(&self.columns),
+            storage_location: self.storage_location,
+            properties: self.properties,
+        }
     }
 }
 
-/// Checks and splits `catalog.schema.table` (names: letters, digits, `_`).
-pub fn split_name(full: &str) -> Result<(String, String, String)> {
-    let parts: Vec<&str> = full.split('.').collect();
-    let valid = |p: &str| {
-        !p.is_empty() && p.len() <= 255 && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-    };
-    match parts.as_slice() {
-        [c, s, t] if valid(c) && valid(s) && valid(t) => Ok((
-            c.to_ascii_lowercase(),
-            s.to_ascii_lowercase(),
-            t.to_ascii_lowercase(),
-        )),
-        _ => Err(ServerError::InvalidArgument(format!(
-            "table name `{full}` must be catalog.schema.table (letters, digits and _)"
-        ))),
-    }
-}
-
-/// POST: create a table.
-pub async fn create(
-    State(pod): State<Arc<Pod>>,
-    headers: HeaderMap,
-    Json(body): Json<CreateTable>,
-) -> Response {
-    respond(create_table(&pod, &headers, body).await)
-}
-
-async fn create_table(
-    pod: &Pod,
-    headers: &HeaderMap,
-    body: CreateTable,
-) -> Result<super::TableInfo> {
-    admin(pod, headers)?;
-    let full = match (&body.catalog_name, &body.schema_name) {
-        (Some(c), Some(s)) if !body.name.contains('.') => format!("{c}.{s}.{}", body.name),
-        _ => body.name.clone(),
-    };
-    let (catalog, schema_name, table) = split_name(&full)?;
-    if body.columns.is_empty() {
-        return Err(ServerError::InvalidArgument(
-            "a table needs at least one column".into(),
-        ));
-    }
-    let text = body
-        .columns
+/// UC column infos as a SQL column list (`type_text`, else `type_name`).
+fn columns_sql(columns: &[ColumnInfo]) -> String {
+    columns
         .iter()
         .map(|c| {
             let ty = if c.type_text.is_empty() {
@@ -125,100 +67,41 @@ async fn create_table(
             format!("`{}` {ty}{not_null}", c.name.replace('`', ""))
         })
         .collect::<Vec<_>>()
-        .join(", ");
-    let schema = TableSchema::parse(&text)
-        .map_err(|e| ServerError::InvalidArgument(format!("columns: {e}")))?;
-    let full_name = format!("{catalog}.{schema_name}.{table}");
-    let _ddl = pod.ddl.lock().await;
-    if pod.catalog.table(&full_name)?.is_some() {
-        return Err(ServerError::AlreadyExists(format!(
-            "table {full_name} already exists"
-        )));
-    }
-    let url = match &body.storage_location {
-        Some(location) => attach_url(pod, location)?,
-        None => pod.warehouse.table_url(&catalog, &schema_name, &table)?,
-    };
-    let system_columns = property_on(&body.properties, system_columns::PROPERTY);
-    let rescued_data = property_on(&body.properties, rescued_data::PROPERTY);
-    if rescued_data {
-        rescued_data::check_schema(&schema)?;
-    }
-    // The table's columns, then `_rescued_data`, then the system columns.
-    let mut fields = delta_fields(&schema.columns)?;
-    if rescued_data {
-        fields.push(rescued_data::delta_field());
-    }
-    if system_columns {
-        fields.extend(system_columns::delta_fields());
-    }
-    let existing = pod.warehouse.open_or_empty(&url).await?;
-    if existing.version().is_some() {
-        if body.storage_location.is_none() {
-            return Err(ServerError::AlreadyExists(format!(
-                "a Delta table already exists at {url}; remove it, choose another name, \
-                 or name it as storage_location to attach to it"
-            )));
-        }
-        let have: Vec<_> = existing.snapshot()?.schema().fields().cloned().collect();
-        if have != fields {
-            return Err(ServerError::InvalidArgument(format!(
-                "the Delta table at {url} has other columns than the ones asked for"
-            )));
-        }
-        tracing::info!(table = %full_name, location = %url, "attached to an existing Delta table");
-    } else {
-        let configuration = body
-            .properties
-            .iter()
-            .filter(|(k, _)| k.starts_with("delta."))
-            .map(|(k, v)| (k.clone(), Some(v.clone())));
-        existing
-            .create()
-            .with_table_name(&table)
-            .with_columns(fields)
-            .with_configuration(configuration)
-            .await?;
-    }
-    let entry = pod.catalog.create_table(TableEntry {
-        full_name: full_name.clone(),
-        columns: schema.to_sql(),
-        storage_location: url.to_string(),
-        table_id: uuid::Uuid::new_v4().to_string(),
-        created_at: now_millis(),
-        system_columns,
-        rescued_data,
-    })?;
-    let sink = open_sink(&pod.warehouse, &entry, pod.wal.id(), pod.config.flush_bytes).await?;
-    pod.sinks.insert(Arc::new(sink))?;
-    tracing::info!(table = %full_name, location = %url, "table created");
-    table_info(&entry)
+        .join(", ")
 }
 
-/// Whether the `sluice.*` table property `name` is set to `true` (any case).
-fn property_on(properties: &HashMap<String, String>, name: &str) -> bool {
-    properties
-        .get(name)
-        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+fn caller(pod: &Pod, headers: &HeaderMap) -> Result<Caller> {
+    let header = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    pod.auth.verify_bearer(header)
 }
 
-/// The URL of an explicit `storage_location`: same scheme as the warehouse
-/// (its storage options must fit), ending with `/`.
-fn attach_url(pod: &Pod, location: &str) -> Result<url::Url> {
-    let with_slash = if location.ends_with('/') {
-        location.to_string()
-    } else {
-        format!("{location}/")
-    };
-    let url = url::Url::parse(&with_slash)
-        .map_err(|e| ServerError::InvalidArgument(format!("storage_location `{location}`: {e}")))?;
-    if url.scheme() != pod.warehouse.root().scheme() {
-        return Err(ServerError::InvalidArgument(format!(
-            "storage_location `{location}` is not on the warehouse's store ({})",
-            pod.warehouse.root().scheme()
-        )));
+/// The request's caller, if it may change the catalog.
+pub(super) fn admin(pod: &Pod, headers: &HeaderMap) -> Result<Caller> {
+    let c = caller(pod, headers)?;
+    tables::require_admin(&c)?;
+    Ok(c)
+}
+
+fn respond<T: serde::Serialize>(r: Result<T>) -> Response {
+    match r {
+        Ok(v) => Json(v).into_response(),
+        Err(e) => error_response(&e),
     }
-    Ok(url)
+}
+
+/// POST: create a table.
+pub async fn create(
+    State(pod): State<Arc<Pod>>,
+    headers: HeaderMap,
+    Json(body): Json<CreateTable>,
+) -> Response {
+    let created = async {
+        let c = caller(&pod, &headers)?;
+        table_info(&tables::create_table(&pod, &c, body.into_new_table()).await?)
+    };
+    respond(created.await)
 }
 
 /// GET one table.
@@ -229,16 +112,7 @@ pub async fn get(
 ) -> Response {
     respond((|| {
         let c = caller(&pod, &headers)?;
-        if !c.is_admin() && !c.may_read(&full_name) {
-            return Err(ServerError::PermissionDenied(format!(
-                "this token does not cover table {full_name}"
-            )));
-        }
-        let entry = pod
-            .catalog
-            .table(&full_name)?
-            .ok_or_else(|| ServerError::NotFound(format!("table {full_name} does not exist")))?;
-        table_info(&entry)
+        table_info(&tables::get_table(&pod, &c, &full_name)?)
     })())
 }
 
@@ -251,15 +125,14 @@ pub async fn list(
     respond((|| {
         let c = caller(&pod, &headers)?;
         let mut tables = Vec::new();
-        for entry in pod.catalog.tables()? {
+        for entry in tables::list_tables(&pod, &c)? {
             let info = table_info(&entry)?;
             let keep = query
                 .get("catalog_name")
                 .is_none_or(|v| v.eq_ignore_ascii_case(&info.catalog_name))
                 && query
                     .get("schema_name")
-                    .is_none_or(|v| v.eq_ignore_ascii_case(&info.schema_name))
-                && (c.is_admin() || c.may_read(&info.full_name));
+                    .is_none_or(|v| v.eq_ignore_ascii_case(&info.schema_name));
             if keep {
                 tables.push(info);
             }
@@ -274,40 +147,60 @@ pub async fn delete(
     headers: HeaderMap,
     Path(full_name): Path<String>,
 ) -> Response {
-    match delete_table(&pod, &headers, &full_name).await {
+    let dropped = async {
+        let c = caller(&pod, &headers)?;
+        tables::drop_table(&pod, &c, &full_name).await
+    };
+    match dropped.await {
         Ok(()) => (StatusCode::OK, Json(serde_json::json!({}))).into_response(),
         Err(e) => error_response(&e),
     }
 }
 
-async fn delete_table(pod: &Pod, headers: &HeaderMap, full_name: &str) -> Result<()> {
-    admin(pod, headers)?;
-    let _ddl = pod.ddl.lock().await;
-    let entry = pod.catalog.drop_table(full_name)?;
-    pod.sinks.remove(&entry.full_name)?;
-    let url = url::Url::parse(&entry.storage_location)
-        .map_err(|e| ServerError::Internal(format!("location: {e}")))?;
-    let table = pod.warehouse.open_or_empty(&url).await?;
-    let store = table.object_store();
-    let paths: Vec<_> = store
-        .list(None)
-        .map_ok(|m| m.location)
-        .try_collect()
-        .await
-        .map_err(|e| ServerError::Internal(format!("listing table files: {e}")))?;
-    for path in paths {
-        store
-            .delete(&path)
-            .await
-            .map_err(|e| ServerError::Internal(format!("deleting {path}: {e}")))?;
-    }
-    if let Ok(dir) = url.to_file_path() {
-        match tokio::fs::remove_dir_all(&dir).await {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(ServerError::io(format!("removing {}", dir.display()), e)),
+#[cfg(test)]
+mod tests {
+    use sluice_zeroparser::TableSchema;
+
+    use super::*;
+    use crate::http::column_infos;
+
+    fn body(name: &str, catalog: Option<&str>, schema: Option<&str>) -> CreateTable {
+        CreateTable {
+            name: name.into(),
+            catalog_name: catalog.map(str::to_string),
+            schema_name: schema.map(str::to_string),
+            columns: Vec::new(),
+            storage_location: None,
+            properties: HashMap::new(),
         }
     }
-    tracing::info!(table = %entry.full_name, "table dropped");
-    Ok(())
+
+    #[test]
+    fn the_full_name_comes_from_name_or_its_three_parts() {
+        let named = |b: CreateTable| b.into_new_table().name;
+        assert_eq!(named(body("c.s.t", None, None)), "c.s.t");
+        assert_eq!(named(body("t", Some("c"), Some("s"))), "c.s.t");
+        // A dotted name wins over the parts; a missing part leaves the name alone.
+        assert_eq!(named(body("a.b.t", Some("c"), Some("s"))), "a.b.t");
+        assert_eq!(named(body("t", Some("c"), None)), "t");
+    }
+
+    #[test]
+    fn column_infos_become_the_same_columns_as_sql() {
+        let schema = TableSchema::parse("id BIGINT NOT NULL, `na``me` STRING, tags ARRAY<STRING>")
+            .expect("schema");
+        let mut infos = column_infos(&schema).expect("infos");
+        let sql = columns_sql(&infos);
+        let back = TableSchema::parse(&sql).expect("parses back");
+        assert_eq!(back.columns.len(), 3);
+        assert_eq!(back.columns[1].name, "name", "backquotes are dropped");
+        assert_eq!(back.columns[0].data_type, schema.columns[0].data_type);
+        assert_eq!(back.columns[2].data_type, schema.columns[2].data_type);
+        assert!(!back.columns[0].nullable && back.columns[1].nullable);
+        // Without type_text, type_name is used.
+        infos[0].type_text.clear();
+        infos[0].type_name = "BIGINT".into();
+        assert!(columns_sql(&infos[..1]).starts_with("`id` BIGINT NOT NULL"));
+        assert_eq!(columns_sql(&[]), "");
+    }
 }

@@ -1,7 +1,10 @@
 //! The Zerobus gRPC service: stream set-up, per-stream ingest loops, acks.
 
+mod acks;
 mod inbound;
 mod open;
+mod request;
+mod run;
 mod service;
 mod stream;
 

@@ -4,8 +4,9 @@
 use std::sync::Arc;
 
 use sluice_proto::{CreateIngestStreamRequest, RecordType};
-use sluice_zeroparser::{ProtoPlan, RecordBatchBuilder};
+use sluice_zeroparser::ProtoPlan;
 
+use super::request::RequestParser;
 use crate::auth::Caller;
 use crate::error::{Result, ServerError};
 use crate::frames::{RecordFormat, StreamOpen, KIND_STREAM_OPEN};
@@ -20,12 +21,8 @@ pub struct OpenedStream {
     pub stream_id: String,
     /// The table's sink.
     pub sink: SharedSink,
-    /// Record encoding.
-    pub format: RecordFormat,
-    /// Compiled descriptor (PROTO streams).
-    pub plan: Option<ProtoPlan>,
-    /// The stream's builder for the table's rows.
-    pub builder: RecordBatchBuilder,
+    /// Checks the stream's requests and parses them into the table's rows.
+    pub parser: RequestParser,
 }
 
 /// Validates the request and logs the stream-open frame.
@@ -103,21 +100,14 @@ pub async fn open_stream(
         descriptor,
     };
     let payload = Arc::new(open.encode());
-    let reservation = pod.wal.reserve(payload.len()).await?;
-    let lsn = sink.append(
-        &pod.wal,
-        reservation,
-        KIND_STREAM_OPEN,
-        payload.as_ref().clone(),
-        None,
-    )?;
+    let lsn = sink
+        .append(KIND_STREAM_OPEN, payload.as_ref().clone(), None)
+        .await?;
     pod.streams.register(key, &table, payload, lsn, true);
     Ok(OpenedStream {
         key,
         stream_id: crate::sink::system_columns::stream_id(key),
         sink,
-        format,
-        plan,
-        builder,
+        parser: RequestParser::new(format, plan, builder, pod.config.limits.max_record_bytes),
     })
 }

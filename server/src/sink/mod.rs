@@ -8,15 +8,18 @@
 //! have committed all their frames), so segments wholly below `P` can go —
 //! after re-logging the stream-open frames that records above `P` still need.
 
+mod commit;
 mod commit_properties;
 mod delta_schema;
-pub mod file_layout;
+pub(crate) mod file_layout;
 pub mod rescued_data;
 pub mod system_columns;
 mod table_sink;
 pub mod upkeep;
 
-pub use commit_properties::{commit_properties, COMMIT_RETRIES};
+pub use commit::{commit_append, AppendCommit, CommittedAppend};
+pub(crate) use commit_properties::commit_properties;
+pub use commit_properties::COMMIT_RETRIES;
 pub use delta_schema::{delta_fields, delta_type};
 pub use table_sink::{open_table, AddedColumns, FlushOutcome, SharedSink, TableSink};
 
@@ -125,7 +128,6 @@ impl Sinks {
     }
 
     async fn flush_loop(self: Arc<Self>, sink: SharedSink) {
-        let wal_id = self.wal.id().to_string();
         loop {
             if sink.is_dropped() {
                 return;
@@ -153,7 +155,7 @@ impl Sinks {
                             _ = self.shutdown.cancelled() => return,
                         }
                     }
-                    if let Err(e) = sink.flush(&self.wal, &wal_id).await {
+                    if let Err(e) = sink.flush().await {
                         tracing::warn!(table = sink.name(), "flush failed, will retry: {e}");
                         tokio::select! {
                             _ = tokio::time::sleep(Duration::from_millis(500)) => {}
@@ -169,10 +171,9 @@ impl Sinks {
 
     /// Commits every memtable now (used at shutdown and after replay).
     pub async fn flush_all(&self) -> Result<usize> {
-        let wal_id = self.wal.id().to_string();
         let mut rows = 0;
         for sink in self.all() {
-            rows += sink.flush(&self.wal, &wal_id).await?.rows;
+            rows += sink.flush().await?.rows;
         }
         self.purge().await?;
         Ok(rows)

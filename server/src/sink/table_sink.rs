@@ -23,12 +23,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use arrow_array::RecordBatch;
-use deltalake::writer::{DeltaWriter, RecordBatchWriter};
 use deltalake::DeltaTable;
-use sluice_wal::{Lsn, Reservation, Wal};
+use sluice_wal::{Lsn, Wal};
 use sluice_zeroparser::{RecordBatchBuilder, TableSchema};
 use tokio::sync::Notify;
 
+use super::commit::{commit_append, AppendCommit};
 use crate::error::{Result, ServerError};
 
 #[derive(Default)]
@@ -61,6 +61,8 @@ pub struct TableSink {
     schema: TableSchema,
     memtable: Mutex<Memtable>,
     delta: tokio::sync::Mutex<DeltaTable>,
+    /// The pod's WAL: every append is logged here first.
+    wal: Wal,
     committed_lsn: AtomicU64,
     dropped: AtomicBool,
     /// Woken when the memtable goes from empty to non-empty or grows past the
@@ -86,11 +88,12 @@ pub struct FlushOutcome {
 
 impl TableSink {
     /// A sink over an opened Delta table whose data is committed up to
-    /// `committed_lsn` of this pod's WAL.
+    /// `committed_lsn` of the pod's `wal`, which it logs every append to.
     pub fn new(
         name: String,
         schema: TableSchema,
         delta: DeltaTable,
+        wal: Wal,
         committed_lsn: Lsn,
         flush_bytes: usize,
         added: AddedColumns,
@@ -102,6 +105,7 @@ impl TableSink {
             memtable: Mutex::new(Memtable::default()),
             upkeep: super::upkeep::Upkeep::new(delta.clone()),
             delta: tokio::sync::Mutex::new(delta),
+            wal,
             committed_lsn: AtomicU64::new(committed_lsn),
             dropped: AtomicBool::new(false),
             wake: Notify::new(),
@@ -174,14 +178,17 @@ impl TableSink {
 
     /// Logs `payload` as one WAL frame and adds `batch` to the memtable,
     /// atomically with respect to flushes. Returns the frame's end LSN.
-    pub fn append(
+    ///
+    /// Back-pressure: first reserves room in the WAL's queue, waiting while it
+    /// is full, so a stream that awaits this reads no more requests meanwhile.
+    /// A WAL that refuses (disk full, stopped) fails the append with its error.
+    pub async fn append(
         &self,
-        wal: &Wal,
-        reservation: Reservation,
         kind: u8,
         payload: Vec<u8>,
         batch: Option<RecordBatch>,
     ) -> Result<Lsn> {
+        let reservation = self.wal.reserve(payload.len()).await?;
         if self.is_dropped() {
             return Err(ServerError::NotFound(format!(
                 "table {} was dropped",
@@ -189,7 +196,7 @@ impl TableSink {
             )));
         }
         let mut m = self.lock()?;
-        let lsn = wal.append(reservation, kind, payload)?;
+        let lsn = self.wal.append(reservation, kind, payload)?;
         if let Some(batch) = batch.filter(|b| b.num_rows() > 0) {
             let was_empty = m.batches.is_empty();
             m.rows += batch.num_rows();
@@ -251,7 +258,8 @@ impl TableSink {
     }
 
     /// Commits everything in the memtable to Delta.
-    pub async fn flush(&self, wal: &Wal, wal_id: &str) -> Result<FlushOutcome> {
+    pub async fn flush(&self) -> Result<FlushOutcome> {
+        let wal_id = self.wal.id();
         let mut delta = self.delta.lock().await;
         let (mut batches, last_lsn, unsure) = {
             let mut m = self.lock()?;
@@ -270,7 +278,7 @@ impl TableSink {
         }
         let started = Instant::now();
         let result = async {
-            wal.wait_durable(last_lsn).await?;
+            self.wal.wait_durable(last_lsn).await?;
             if let Some(unsure) = unsure {
                 let landed = committed_lsn(&mut delta, wal_id).await?;
                 if landed >= unsure {
@@ -336,13 +344,8 @@ async fn commit(
     wal_id: &str,
     last_lsn: Lsn,
 ) -> Result<i64> {
-    let version = i64::try_from(last_lsn)
+    let txn_version = i64::try_from(last_lsn)
         .map_err(|_| ServerError::Internal(format!("LSN {last_lsn} exceeds i64")))?;
-    let props = super::file_layout::writer_properties()?;
-    let read_version = table.version().unwrap_or(0);
-    let mut writer = RecordBatchWriter::for_table(table)?
-        .with_writer_properties(props)
-        .with_commit_properties(super::commit_properties(wal_id, version, read_version));
     let schema = batches
         .first()
         .map(|(b, _)| b.schema())
@@ -350,15 +353,18 @@ async fn commit(
     let combined =
         deltalake::arrow::compute::concat_batches(&schema, batches.iter().map(|(b, _)| b))
             .map_err(|e| ServerError::Internal(format!("concatenating memtable batches: {e}")))?;
-    writer.write(combined).await?;
-    let committed = writer.flush_and_commit(table).await?;
-    if committed > read_version + 1 {
-        // Another writer took the version this commit was built for; deltalake
-        // checked for conflicts and committed at a later version.
+    let commit = AppendCommit {
+        app_id: wal_id,
+        txn_version,
+        max_retries: super::COMMIT_RETRIES,
+    };
+    let committed = commit_append(table, combined, commit).await?;
+    if committed.raced() {
         metrics::counter!("sluice_sink_commit_races_total").increment(1);
     }
-    i64::try_from(committed)
-        .map_err(|_| ServerError::Internal(format!("Delta version {committed} exceeds i64")))
+    i64::try_from(committed.version).map_err(|_| {
+        ServerError::Internal(format!("Delta version {} exceeds i64", committed.version))
+    })
 }
 
 /// Reads how far `wal_id` is committed in an opened Delta table.

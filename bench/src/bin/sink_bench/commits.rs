@@ -1,9 +1,10 @@
 //! Commit rate on one table with 1, 2, 4 concurrent writers, each with its
 //! own table handle (as separate pods have), each committing one-row
-//! appends back to back for a fixed time, with the sink's own commit
-//! properties (txn action of the writer's app id, readVersion, retry budget
-//! `COMMIT_RETRIES`, no checkpoint on the commit path). A commit whose
-//! version is past its read version + 1 lost at least one put-if-absent
+//! appends back to back for a fixed time through the sink's own
+//! `commit_append`: its Parquet layout and commit properties (txn action of
+//! the writer's app id, readVersion, no checkpoint on the commit path), with
+//! the retry budget given (default the sink's `COMMIT_RETRIES`). A commit
+//! whose version is past its read version + 1 lost at least one put-if-absent
 //! race and was retried by deltalake at a later version. CPU time is this
 //! process's (all writers; the S3 server is another process).
 
@@ -11,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use arrow_array::{Int64Array, RecordBatch};
-use deltalake::writer::{DeltaWriter, RecordBatchWriter};
+use sluice_server::sink::{commit_append, AppendCommit};
 use sluice_server::warehouse::Warehouse;
 
 /// What one run measured.
@@ -54,13 +55,11 @@ pub async fn run(
             let mut errors = std::collections::BTreeMap::<String, u64>::new();
             let mut next = w as i64 * 1_000_000_000;
             while Instant::now() < deadline {
-                let read = table.version().unwrap_or(0);
-                let props = sluice_server::sink::commit_properties(
-                    &format!("sink-bench-writer-{w}"),
-                    next,
-                    read,
-                )
-                .with_max_retries(retries);
+                let commit = AppendCommit {
+                    app_id: &format!("sink-bench-writer-{w}"),
+                    txn_version: next,
+                    max_retries: retries,
+                };
                 let schema =
                     std::sync::Arc::new(arrow_schema::Schema::new(vec![arrow_schema::Field::new(
                         "id",
@@ -72,13 +71,10 @@ pub async fn run(
                     vec![std::sync::Arc::new(Int64Array::from(vec![next]))],
                 )?;
                 next += 1;
-                let mut writer =
-                    RecordBatchWriter::for_table(&table)?.with_commit_properties(props);
-                writer.write(batch).await?;
-                match writer.flush_and_commit(&mut table).await {
-                    Ok(v) => {
+                match commit_append(&mut table, batch, commit).await {
+                    Ok(committed) => {
                         commits += 1;
-                        if v > read + 1 {
+                        if committed.raced() {
                             raced += 1;
                         }
                     }

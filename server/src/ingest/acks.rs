@@ -1,0 +1,310 @@
+//! What a stream tells its producer: the ack ledger (frames logged but not
+//! yet acked, and the bytes they hold), cumulative durability acks as the
+//! WAL's durable position passes them, `CloseStreamSignal`, and the final
+//! status by the way the stream ended.
+
+use std::collections::VecDeque;
+
+use sluice_proto::{
+    ephemeral_stream_response, CloseStreamSignal, EphemeralStreamResponse, IngestRecordResponse,
+};
+use sluice_wal::{DurableState, Lsn, WalError};
+use tokio::sync::{mpsc, watch};
+use tonic::Status;
+
+use crate::error::ServerError;
+
+/// Where a stream's responses go.
+pub type Tx = mpsc::Sender<Result<EphemeralStreamResponse, Status>>;
+
+/// Why a stream's read loop stopped.
+pub enum End {
+    /// The client finished sending: ack everything, then end OK.
+    ClientDone,
+    /// The client went away.
+    ClientGone,
+    /// The pod is shutting down: ack what is durable, then ask to reconnect.
+    Shutdown,
+    /// A request was bad (or the WAL failed): ack the valid prefix, then fail.
+    Failed(Status),
+    /// The WAL's disk is full: ack what is durable now and fail at once with
+    /// RESOURCE_EXHAUSTED. Records still held by the stalled writer are not waited for:
+    /// they become durable (and reach Delta) once space returns, and the producer resends
+    /// what it saw unacked (at-least-once, as across any reconnect).
+    WalFull(Status),
+}
+
+impl End {
+    /// How a failed run ends the stream.
+    pub fn from_error(e: ServerError) -> End {
+        match e {
+            ServerError::Wal(WalError::NoSpace { .. }) => End::WalFull(e.to_status()),
+            other => End::Failed(other.to_status()),
+        }
+    }
+}
+
+/// A response carrying `payload`.
+pub fn response(payload: ephemeral_stream_response::Payload) -> EphemeralStreamResponse {
+    EphemeralStreamResponse {
+        payload: Some(payload),
+    }
+}
+
+/// `CloseStreamSignal`: the pod will end this stream in `grace`; the SDK stops sending,
+/// waits for its acks and reconnects (through the router, to another pod).
+fn close_signal(grace: std::time::Duration) -> EphemeralStreamResponse {
+    response(ephemeral_stream_response::Payload::CloseStreamSignal(
+        CloseStreamSignal {
+            duration: Some(prost_types::Duration {
+                seconds: grace.as_secs() as i64,
+                nanos: grace.subsec_nanos() as i32,
+            }),
+        },
+    ))
+}
+
+/// One stream's logged-but-unacked frames and its response channel.
+pub struct Acks {
+    tx: Tx,
+    durable: watch::Receiver<DurableState>,
+    /// `(frame end LSN, last offset in the frame, record bytes)`, oldest first.
+    pending: VecDeque<(Lsn, i64, usize)>,
+    /// Record bytes logged but not yet acked (the sum over `pending`).
+    inflight_bytes: usize,
+}
+
+impl Acks {
+    /// An empty ledger answering on `tx` as `durable` (the WAL's) moves.
+    pub fn new(tx: Tx, durable: watch::Receiver<DurableState>) -> Acks {
+        Acks {
+            tx,
+            durable,
+            pending: VecDeque::new(),
+            inflight_bytes: 0,
+        }
+    }
+
+    /// Records a logged frame ending at `lsn` whose last record has `last_offset`.
+    pub fn logged(&mut self, lsn: Lsn, last_offset: i64, record_bytes: usize) {
+        self.pending.push_back((lsn, last_offset, record_bytes));
+        self.inflight_bytes += record_bytes;
+    }
+
+    /// Record bytes logged but not yet acked.
+    pub fn inflight_bytes(&self) -> usize {
+        self.inflight_bytes
+    }
+
+    /// Whether every logged record is acked.
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
+
+    /// Waits until the WAL's durable state changes.
+    pub async fn durable_changed(&mut self) -> Result<(), End> {
+        self.durable
+            .changed()
+            .await
+            .map_err(|_| End::Failed(Status::unavailable("write-ahead log stopped")))
+    }
+
+    /// Sends `CloseStreamSignal` with `grace`.
+    pub async fn send_close_signal(&self, grace: std::time::Duration) -> Result<(), End> {
+        self.tx
+            .send(Ok(close_signal(grace)))
+            .await
+            .map_err(|_| End::ClientGone)
+    }
+
+    /// Sends one cumulative ack for everything now durable.
+    pub async fn send_durable(&mut self) -> Result<(), End> {
+        let state = self.durable.borrow_and_update().clone();
+        if let Some(reason) = state.failed {
+            return Err(End::Failed(Status::unavailable(format!(
+                "write-ahead log failed on this pod ({reason}); records not acked must be resent"
+            ))));
+        }
+        let mut top = None;
+        while let Some(&(lsn, offset, bytes)) = self.pending.front() {
+            if lsn > state.durable {
+                break;
+            }
+            top = Some(offset);
+            self.inflight_bytes = self.inflight_bytes.saturating_sub(bytes);
+            self.pending.pop_front();
+        }
+        if let Some(offset) = top {
+            let ack = response(ephemeral_stream_response::Payload::IngestRecordResponse(
+                IngestRecordResponse {
+                    durability_ack_up_to_offset: Some(offset),
+                },
+            ));
+            if self.tx.send(Ok(ack)).await.is_err() {
+                return Err(End::ClientGone);
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits until every logged record is durable and acked.
+    async fn drain(&mut self) -> Result<(), End> {
+        while !self.pending.is_empty() {
+            self.send_durable().await?;
+            if self.pending.is_empty() {
+                break;
+            }
+            self.durable_changed().await?;
+        }
+        Ok(())
+    }
+
+    /// Ends the stream: acks what `end` calls for, then sends its last word.
+    pub async fn finish(&mut self, end: End) {
+        let end = match end {
+            End::ClientGone => return,
+            End::WalFull(status) => match self.send_durable().await {
+                Ok(()) => End::Failed(status),
+                Err(e) => e,
+            },
+            other => match self.drain().await {
+                Ok(()) => other,
+                Err(e) => e,
+            },
+        };
+        match end {
+            End::ClientDone | End::ClientGone => {}
+            End::Shutdown => {
+                let _ = self.send_close_signal(std::time::Duration::ZERO).await;
+                let _ = self
+                    .tx
+                    .send(Err(Status::unavailable(
+                        "this pod is shutting down; reconnect to continue",
+                    )))
+                    .await;
+            }
+            End::Failed(status) | End::WalFull(status) => {
+                let _ = self.tx.send(Err(status)).await;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    type Rx = mpsc::Receiver<Result<EphemeralStreamResponse, Status>>;
+
+    fn durable_at(durable: Lsn) -> DurableState {
+        DurableState {
+            durable,
+            failed: None,
+        }
+    }
+
+    fn ledger() -> (Acks, watch::Sender<DurableState>, Rx) {
+        let (tx, rx) = mpsc::channel(16);
+        let (wal, durable) = watch::channel(durable_at(0));
+        (Acks::new(tx, durable), wal, rx)
+    }
+
+    /// The offset an ack response carries.
+    fn acked(response: Option<Result<EphemeralStreamResponse, Status>>) -> Option<i64> {
+        match response?.ok()?.payload? {
+            ephemeral_stream_response::Payload::IngestRecordResponse(r) => {
+                r.durability_ack_up_to_offset
+            }
+            _ => None,
+        }
+    }
+
+    #[tokio::test]
+    async fn one_cumulative_ack_for_every_frame_now_durable() {
+        let (mut acks, wal, mut rx) = ledger();
+        acks.logged(10, 4, 100);
+        acks.logged(20, 9, 50);
+        acks.logged(30, 12, 7);
+        assert_eq!(acks.inflight_bytes(), 157);
+        assert!(acks.send_durable().await.is_ok());
+        assert!(rx.try_recv().is_err(), "nothing durable, nothing acked");
+        wal.send_replace(durable_at(25));
+        assert!(acks.send_durable().await.is_ok());
+        assert_eq!(acked(rx.try_recv().ok()), Some(9));
+        assert!(rx.try_recv().is_err(), "one ack for both frames");
+        assert_eq!(acks.inflight_bytes(), 7);
+        assert!(!acks.is_empty());
+        wal.send_replace(durable_at(30));
+        assert!(acks.send_durable().await.is_ok());
+        assert_eq!(acked(rx.try_recv().ok()), Some(12));
+        assert!(acks.is_empty());
+        assert_eq!(acks.inflight_bytes(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_failed_wal_fails_the_stream_unavailable() {
+        let (mut acks, wal, mut rx) = ledger();
+        acks.logged(10, 0, 1);
+        wal.send_replace(DurableState {
+            durable: 10,
+            failed: Some(Arc::from("disk gone")),
+        });
+        match acks.send_durable().await {
+            Err(End::Failed(s)) => {
+                assert_eq!(s.code(), tonic::Code::Unavailable);
+                assert!(s.message().contains("disk gone"), "{}", s.message());
+            }
+            _ => panic!("expected End::Failed"),
+        }
+        assert!(rx.try_recv().is_err(), "nothing acked from a failed WAL");
+    }
+
+    #[tokio::test]
+    async fn finishing_after_a_bad_request_acks_the_valid_prefix_then_fails() {
+        let (mut acks, wal, mut rx) = ledger();
+        acks.logged(10, 3, 1);
+        let durable_later = tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            wal.send_replace(durable_at(10));
+            wal
+        });
+        acks.finish(End::Failed(Status::invalid_argument("bad")))
+            .await;
+        assert_eq!(acked(rx.recv().await), Some(3));
+        match rx.recv().await {
+            Some(Err(s)) => assert_eq!(s.code(), tonic::Code::InvalidArgument),
+            other => panic!("expected the request's status, got {other:?}"),
+        }
+        assert!(durable_later.await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn finishing_on_a_full_disk_does_not_wait_for_durability() {
+        let (mut acks, _wal, mut rx) = ledger();
+        acks.logged(10, 3, 1);
+        acks.finish(End::WalFull(Status::resource_exhausted("disk full")))
+            .await;
+        match rx.recv().await {
+            Some(Err(s)) => assert_eq!(s.code(), tonic::Code::ResourceExhausted),
+            other => panic!("expected RESOURCE_EXHAUSTED at once, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn shutdown_asks_the_client_to_reconnect_now() {
+        let (mut acks, _wal, mut rx) = ledger();
+        acks.finish(End::Shutdown).await;
+        match rx.recv().await.and_then(|r| r.ok()).and_then(|r| r.payload) {
+            Some(ephemeral_stream_response::Payload::CloseStreamSignal(s)) => {
+                assert_eq!(s.duration.map(|d| (d.seconds, d.nanos)), Some((0, 0)));
+            }
+            other => panic!("expected CloseStreamSignal, got {other:?}"),
+        }
+        match rx.recv().await {
+            Some(Err(s)) => assert_eq!(s.code(), tonic::Code::Unavailable),
+            other => panic!("expected UNAVAILABLE, got {other:?}"),
+        }
+    }
+}

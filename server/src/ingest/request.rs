@@ -1,0 +1,472 @@
+//! One stream's requests, checked and parsed: offsets must start at 0 and grow
+//! by 1, records must fit `--max-record-bytes` and the stream's format, and
+//! each record's row goes into the stream's builder. Pure: no pod, no WAL.
+
+use bytes::Bytes;
+use sluice_proto::EphemeralStreamRequest;
+use sluice_proto::{ephemeral_stream_request, ingest_record_batch_request, ingest_record_request};
+use sluice_zeroparser::{ProtoPlan, RecordBatchBuilder};
+
+use crate::error::{Result, ServerError};
+use crate::frames::RecordFormat;
+
+/// Parses a stream's requests into its builder, in offset order.
+pub struct RequestParser {
+    format: RecordFormat,
+    /// Compiled descriptor (PROTO streams).
+    plan: Option<ProtoPlan>,
+    builder: RecordBatchBuilder,
+    max_record_bytes: usize,
+    next_offset: i64,
+}
+
+impl RequestParser {
+    /// A parser for a stream of `format` records (`plan`: the compiled
+    /// descriptor of a PROTO stream) into `builder`, expecting offset 0 first.
+    pub fn new(
+        format: RecordFormat,
+        plan: Option<ProtoPlan>,
+        builder: RecordBatchBuilder,
+        max_record_bytes: usize,
+    ) -> RequestParser {
+        RequestParser {
+            format,
+            plan,
+            builder,
+            max_record_bytes,
+            next_offset: 0,
+        }
+    }
+
+    /// Rows in the builder (of the requests parsed since the last `finish`,
+    /// plus any leading rows of a batch request that failed part-way).
+    pub fn rows(&self) -> usize {
+        self.builder.len()
+    }
+
+    /// Takes the builder's rows as one batch.
+    pub fn finish(&mut self) -> arrow_array::RecordBatch {
+        self.builder.finish()
+    }
+
+    /// Validates one request, appends its rows to the builder and its raw
+    /// records to `records`; returns its offset and expects the next one.
+    /// A batch request that fails part-way leaves its leading records in
+    /// `records` and its leading rows in the builder: the caller drops them.
+    pub fn parse(
+        &mut self,
+        request: EphemeralStreamRequest,
+        records: &mut Vec<(i64, Bytes)>,
+    ) -> Result<i64> {
+        let offset = self.parse_payload(request, records)?;
+        self.next_offset = offset + 1;
+        Ok(offset)
+    }
+
+    fn parse_payload(
+        &mut self,
+        request: EphemeralStreamRequest,
+        records: &mut Vec<(i64, Bytes)>,
+    ) -> Result<i64> {
+        use ephemeral_stream_request::Payload;
+        match request.payload {
+            Some(Payload::IngestRecord(r)) => {
+                let offset = self.check_offset(r.offset_id, "ingest_record")?;
+                use ingest_record_request::Record;
+                let record = match r.record {
+                    Some(Record::ProtoEncodedRecord(b)) => self.parse_proto(offset, None, b)?,
+                    Some(Record::JsonRecord(s)) => self.parse_json(offset, None, s)?,
+                    Some(Record::AvroEncodedRecord(_)) => return Err(avro_unsupported(offset)),
+                    None => {
+                        return Err(ServerError::InvalidArgument(format!(
+                            "ingest_record at offset {offset} carries no record"
+                        )))
+                    }
+                };
+                records.push((offset, record));
+                Ok(offset)
+            }
+            Some(Payload::IngestRecordBatch(b)) => {
+                let offset = self.check_offset(b.offset_id, "ingest_record_batch")?;
+                use ingest_record_batch_request::Batch;
+                let before = records.len();
+                match b.batch {
+                    Some(Batch::ProtoEncodedBatch(batch)) => {
+                        for (i, r) in batch.records.into_iter().enumerate() {
+                            let r = self.parse_proto(offset, Some(i), r)?;
+                            records.push((offset, r));
+                        }
+                    }
+                    Some(Batch::JsonBatch(batch)) => {
+                        for (i, r) in batch.records.into_iter().enumerate() {
+                            let r = self.parse_json(offset, Some(i), r)?;
+                            records.push((offset, r));
+                        }
+                    }
+                    Some(Batch::AvroBatch(_)) => return Err(avro_unsupported(offset)),
+                    None => {}
+                }
+                if records.len() == before {
+                    return Err(ServerError::InvalidArgument(format!(
+                        "ingest_record_batch at offset {offset} is empty"
+                    )));
+                }
+                Ok(offset)
+            }
+            Some(Payload::CreateStream(_)) => Err(ServerError::FailedPrecondition(
+                "create_stream sent twice on one stream".into(),
+            )),
+            None => Err(ServerError::InvalidArgument(
+                "request carries no payload".into(),
+            )),
+        }
+    }
+
+    fn check_offset(&self, offset: Option<i64>, what: &str) -> Result<i64> {
+        let offset = offset.ok_or_else(|| {
+            ServerError::InvalidArgument(format!(
+                "{what} without offset_id (expected {})",
+                self.next_offset
+            ))
+        })?;
+        if offset != self.next_offset {
+            return Err(ServerError::InvalidArgument(format!(
+                "{what} has offset_id {offset}, expected {} (offsets must start at 0 and grow by 1)",
+                self.next_offset
+            )));
+        }
+        Ok(offset)
+    }
+
+    /// RESOURCE_EXHAUSTED for a record over `--max-record-bytes`.
+    fn check_record_size(&self, offset: i64, index: Option<usize>, len: usize) -> Result<()> {
+        let limit = self.max_record_bytes;
+        if len > limit {
+            return Err(ServerError::ResourceExhausted(format!(
+                "{}: record of {len} bytes exceeds the limit of {limit} bytes (--max-record-bytes)",
+                place(offset, index)
+            )));
+        }
+        Ok(())
+    }
+
+    fn parse_proto(&mut self, offset: i64, index: Option<usize>, record: Bytes) -> Result<Bytes> {
+        self.check_record_size(offset, index, record.len())?;
+        let plan = match (&self.format, &self.plan) {
+            (RecordFormat::Proto, Some(plan)) => plan,
+            _ => {
+                return Err(ServerError::InvalidArgument(format!(
+                    "{}: proto record on a JSON stream",
+                    place(offset, index)
+                )))
+            }
+        };
+        self.builder
+            .append_proto(plan, &record)
+            .map_err(|e| ServerError::InvalidArgument(format!("{}: {e}", place(offset, index))))?;
+        Ok(record)
+    }
+
+    fn parse_json(&mut self, offset: i64, index: Option<usize>, record: String) -> Result<Bytes> {
+        self.check_record_size(offset, index, record.len())?;
+        if self.format != RecordFormat::Json {
+            return Err(ServerError::InvalidArgument(format!(
+                "{}: JSON record on a PROTO stream",
+                place(offset, index)
+            )));
+        }
+        self.builder
+            .append_json(&record)
+            .map_err(|e| ServerError::InvalidArgument(format!("{}: {e}", place(offset, index))))?;
+        Ok(Bytes::from(record.into_bytes()))
+    }
+}
+
+fn place(offset: i64, index: Option<usize>) -> String {
+    match index {
+        Some(i) => format!("record {i} of the batch at offset {offset}"),
+        None => format!("record at offset {offset}"),
+    }
+}
+
+fn avro_unsupported(offset: i64) -> ServerError {
+    ServerError::Unimplemented(format!(
+        "offset {offset}: AVRO records are not supported by Sluice yet"
+    ))
+}
+
+/// Record bytes a request carries (whatever its format), to size a run.
+pub fn request_bytes(request: &EphemeralStreamRequest) -> usize {
+    use ephemeral_stream_request::Payload;
+    match &request.payload {
+        Some(Payload::IngestRecord(r)) => match &r.record {
+            Some(ingest_record_request::Record::ProtoEncodedRecord(b)) => b.len(),
+            Some(ingest_record_request::Record::JsonRecord(s)) => s.len(),
+            Some(ingest_record_request::Record::AvroEncodedRecord(b)) => b.len(),
+            None => 0,
+        },
+        Some(Payload::IngestRecordBatch(b)) => match &b.batch {
+            Some(ingest_record_batch_request::Batch::ProtoEncodedBatch(x)) => {
+                x.records.iter().map(|r| r.len()).sum()
+            }
+            Some(ingest_record_batch_request::Batch::JsonBatch(x)) => {
+                x.records.iter().map(|r| r.len()).sum()
+            }
+            Some(ingest_record_batch_request::Batch::AvroBatch(x)) => {
+                x.records.iter().map(|r| r.len()).sum()
+            }
+            None => 0,
+        },
+        _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use prost::Message;
+    use prost_types::{field_descriptor_proto, DescriptorProto, FieldDescriptorProto};
+    use sluice_proto::{
+        ingest_record_batch_request::Batch, ingest_record_request::Record, AvroRecordBatch,
+        CreateIngestStreamRequest, IngestRecordBatchRequest, IngestRecordRequest, JsonRecordBatch,
+        ProtoEncodedRecordBatch,
+    };
+    use sluice_zeroparser::TableSchema;
+
+    use super::*;
+    use ephemeral_stream_request::Payload;
+
+    const LIMIT: usize = 64;
+
+    fn schema() -> TableSchema {
+        TableSchema::parse("id BIGINT NOT NULL").expect("schema")
+    }
+
+    fn json_parser() -> RequestParser {
+        RequestParser::new(
+            RecordFormat::Json,
+            None,
+            RecordBatchBuilder::new(&schema()),
+            LIMIT,
+        )
+    }
+
+    /// A PROTO parser for messages `R { int64 id = 1; }`.
+    fn proto_parser() -> RequestParser {
+        let descriptor = DescriptorProto {
+            name: Some("R".into()),
+            field: vec![FieldDescriptorProto {
+                name: Some("id".into()),
+                number: Some(1),
+                r#type: Some(field_descriptor_proto::Type::Int64 as i32),
+                label: Some(field_descriptor_proto::Label::Optional as i32),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let plan = ProtoPlan::compile(&descriptor.encode_to_vec(), &schema()).expect("plan");
+        RequestParser::new(
+            RecordFormat::Proto,
+            Some(plan),
+            RecordBatchBuilder::new(&schema()),
+            LIMIT,
+        )
+    }
+
+    fn request(payload: Payload) -> EphemeralStreamRequest {
+        EphemeralStreamRequest {
+            payload: Some(payload),
+        }
+    }
+
+    fn json(offset: Option<i64>, record: &str) -> EphemeralStreamRequest {
+        request(Payload::IngestRecord(IngestRecordRequest {
+            offset_id: offset,
+            record: Some(Record::JsonRecord(record.into())),
+        }))
+    }
+
+    fn json_batch(offset: i64, records: &[&str]) -> EphemeralStreamRequest {
+        request(Payload::IngestRecordBatch(IngestRecordBatchRequest {
+            offset_id: Some(offset),
+            batch: Some(Batch::JsonBatch(JsonRecordBatch {
+                records: records.iter().map(|r| r.to_string()).collect(),
+            })),
+        }))
+    }
+
+    /// The error of parsing `r` as the next request of `p`.
+    fn error(p: &mut RequestParser, r: EphemeralStreamRequest) -> ServerError {
+        match p.parse(r, &mut Vec::new()) {
+            Ok(offset) => panic!("accepted at offset {offset}"),
+            Err(e) => e,
+        }
+    }
+
+    #[test]
+    fn offsets_start_at_zero_and_grow_by_one() {
+        let mut p = json_parser();
+        let mut records = Vec::new();
+        assert_eq!(
+            p.parse(json(Some(0), r#"{"id":1}"#), &mut records).ok(),
+            Some(0)
+        );
+        assert_eq!(
+            p.parse(json(Some(1), r#"{"id":2}"#), &mut records).ok(),
+            Some(1)
+        );
+        assert_eq!(p.rows(), 2);
+        let offsets: Vec<i64> = records.iter().map(|(o, _)| *o).collect();
+        assert_eq!(offsets, [0, 1]);
+        assert_eq!(records[1].1.as_ref(), br#"{"id":2}"#);
+        let e = error(&mut p, json(Some(3), r#"{"id":3}"#));
+        assert!(
+            matches!(&e, ServerError::InvalidArgument(m) if m.contains("offset_id 3, expected 2")),
+            "{e}"
+        );
+        let e = error(&mut p, json(None, r#"{"id":3}"#));
+        assert!(
+            matches!(&e, ServerError::InvalidArgument(m) if m.contains("without offset_id (expected 2)")),
+            "{e}"
+        );
+        // A refused request does not move the expected offset.
+        assert_eq!(
+            p.parse(json(Some(2), r#"{"id":3}"#), &mut records).ok(),
+            Some(2)
+        );
+        assert_eq!(p.finish().num_rows(), 3);
+        assert_eq!(p.rows(), 0);
+    }
+
+    #[test]
+    fn a_batch_takes_one_offset_for_all_its_records() {
+        let mut p = json_parser();
+        let mut records = Vec::new();
+        let batch = json_batch(0, &[r#"{"id":1}"#, r#"{"id":2}"#, r#"{"id":3}"#]);
+        assert_eq!(p.parse(batch, &mut records).ok(), Some(0));
+        assert_eq!(records.len(), 3);
+        assert!(records.iter().all(|(o, _)| *o == 0));
+        assert_eq!(
+            p.parse(json(Some(1), r#"{"id":4}"#), &mut records).ok(),
+            Some(1)
+        );
+        assert_eq!(p.rows(), 4);
+    }
+
+    #[test]
+    fn a_batch_failing_part_way_leaves_its_leading_records_for_the_caller_to_drop() {
+        let mut p = json_parser();
+        let mut records = Vec::new();
+        let e = p
+            .parse(json_batch(0, &[r#"{"id":1}"#, "not json"]), &mut records)
+            .err();
+        assert!(
+            matches!(&e, Some(ServerError::InvalidArgument(m)) if m.starts_with("record 1 of the batch at offset 0: ")),
+            "{e:?}"
+        );
+        assert_eq!(records.len(), 1);
+        assert_eq!(p.rows(), 1);
+    }
+
+    #[test]
+    fn empty_and_payloadless_requests_are_invalid() {
+        let mut p = json_parser();
+        let e = error(&mut p, json_batch(0, &[]));
+        assert!(
+            matches!(&e, ServerError::InvalidArgument(m) if m == "ingest_record_batch at offset 0 is empty"),
+            "{e}"
+        );
+        let no_record = request(Payload::IngestRecord(IngestRecordRequest {
+            offset_id: Some(0),
+            record: None,
+        }));
+        let e = error(&mut p, no_record);
+        assert!(
+            matches!(&e, ServerError::InvalidArgument(m) if m.contains("carries no record")),
+            "{e}"
+        );
+        let e = error(&mut p, EphemeralStreamRequest { payload: None });
+        assert!(matches!(e, ServerError::InvalidArgument(_)), "{e}");
+        let again = request(Payload::CreateStream(CreateIngestStreamRequest::default()));
+        assert!(matches!(
+            error(&mut p, again),
+            ServerError::FailedPrecondition(_)
+        ));
+    }
+
+    #[test]
+    fn avro_is_unimplemented() {
+        let mut p = json_parser();
+        let avro = request(Payload::IngestRecordBatch(IngestRecordBatchRequest {
+            offset_id: Some(0),
+            batch: Some(Batch::AvroBatch(AvroRecordBatch {
+                records: vec![Bytes::from_static(b"x")],
+            })),
+        }));
+        let e = error(&mut p, avro);
+        assert!(
+            matches!(&e, ServerError::Unimplemented(m) if m.contains("AVRO")),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn records_over_the_size_limit_are_resource_exhausted() {
+        let mut p = json_parser();
+        let big = format!(r#"{{"id":1,"pad":"{}"}}"#, "x".repeat(LIMIT));
+        let e = error(&mut p, json(Some(0), &big));
+        assert!(
+            matches!(&e, ServerError::ResourceExhausted(m) if m.contains("--max-record-bytes")),
+            "{e}"
+        );
+        assert_eq!(p.rows(), 0);
+    }
+
+    #[test]
+    fn records_must_fit_the_stream_format() {
+        let mut p = json_parser();
+        let proto = request(Payload::IngestRecord(IngestRecordRequest {
+            offset_id: Some(0),
+            record: Some(Record::ProtoEncodedRecord(Bytes::from_static(&[8, 1]))),
+        }));
+        let e = error(&mut p, proto);
+        assert!(
+            matches!(&e, ServerError::InvalidArgument(m) if m.contains("proto record on a JSON stream")),
+            "{e}"
+        );
+        let mut p = proto_parser();
+        let e = error(&mut p, json(Some(0), r#"{"id":1}"#));
+        assert!(
+            matches!(&e, ServerError::InvalidArgument(m) if m.contains("JSON record on a PROTO stream")),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn proto_records_become_rows() {
+        let mut p = proto_parser();
+        let mut records = Vec::new();
+        // Field 1 (varint) = 7, then = 8.
+        let batch = request(Payload::IngestRecordBatch(IngestRecordBatchRequest {
+            offset_id: Some(0),
+            batch: Some(Batch::ProtoEncodedBatch(ProtoEncodedRecordBatch {
+                records: vec![Bytes::from_static(&[8, 7]), Bytes::from_static(&[8, 8])],
+            })),
+        }));
+        assert_eq!(p.parse(batch, &mut records).ok(), Some(0));
+        assert_eq!(records[1].1.as_ref(), &[8, 8]);
+        let rows = p.finish();
+        let ids = rows
+            .column(0)
+            .as_any()
+            .downcast_ref::<arrow_array::Int64Array>()
+            .expect("BIGINT column");
+        assert_eq!(ids.values().to_vec(), [7, 8]);
+    }
+
+    #[test]
+    fn request_bytes_counts_record_bytes_of_any_format() {
+        assert_eq!(request_bytes(&json(Some(0), "12345")), 5);
+        assert_eq!(request_bytes(&json_batch(0, &["12", "345"])), 5);
+        assert_eq!(request_bytes(&EphemeralStreamRequest { payload: None }), 0);
+    }
+}

@@ -1,0 +1,118 @@
+//! One run of a stream's requests (those already waiting in the HTTP/2
+//! buffer, taken together): parsed into one Arrow batch and one WAL frame,
+//! then, once the table's memtable has room and the principal's pace allows,
+//! logged and appended through the table's sink and entered in the ack
+//! ledger. If a request in the run is bad, the valid requests before it are
+//! still logged (and acked), then the run fails with the bad request's error.
+
+use bytes::Bytes;
+use futures::FutureExt;
+use sluice_proto::EphemeralStreamRequest;
+use tonic::Streaming;
+
+use super::acks::Acks;
+use super::open::OpenedStream;
+use super::request::request_bytes;
+use crate::error::{Result, ServerError};
+use crate::frames::{encode_records, KIND_RECORDS};
+use crate::limits::StreamSlot;
+use crate::pod::Pod;
+
+/// Most requests taken into one run.
+const MAX_RUN_REQUESTS: usize = 4096;
+/// Most record bytes taken into one run.
+const MAX_RUN_BYTES: usize = 8 << 20;
+/// A stream waits while its table's memtable holds more than this many
+/// flush thresholds (the sink is behind), instead of buffering without bound.
+const MEMTABLE_LIMIT_FLUSHES: usize = 4;
+
+/// Takes `first` and the requests already waiting behind it into one run.
+/// A read error right after the run is returned beside it: the run is
+/// processed (and acked) first, then the error ends the stream.
+pub fn gather(
+    first: EphemeralStreamRequest,
+    inbound: &mut Streaming<EphemeralStreamRequest>,
+) -> (Vec<EphemeralStreamRequest>, Option<tonic::Status>) {
+    let mut run = vec![first];
+    let mut bytes = 0;
+    while run.len() < MAX_RUN_REQUESTS && bytes < MAX_RUN_BYTES {
+        match inbound.message().now_or_never() {
+            Some(Ok(Some(m))) => {
+                bytes += request_bytes(&m);
+                run.push(m);
+            }
+            Some(Err(e)) => return (run, Some(e)),
+            _ => break,
+        }
+    }
+    (run, None)
+}
+
+/// Parses, logs and appends one run of requests of `stream`.
+pub async fn process_run(
+    pod: &Pod,
+    stream: &mut OpenedStream,
+    slot: &StreamSlot,
+    acks: &mut Acks,
+    run: Vec<EphemeralStreamRequest>,
+) -> Result<()> {
+    let mut records: Vec<(i64, Bytes)> = Vec::new();
+    let mut last_ok = None;
+    let mut rows_ok = 0;
+    let mut failure: Option<ServerError> = None;
+    for request in run {
+        match stream.parser.parse(request, &mut records) {
+            Ok(offset) => {
+                last_ok = Some(offset);
+                rows_ok = stream.parser.rows();
+            }
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        }
+    }
+    let batch = stream.parser.finish();
+    // A batch request that failed part-way left its leading records in
+    // `records`; they are not acked and must not reach the WAL, or a
+    // replay would commit them. One row per record of the valid requests.
+    records.truncate(rows_ok);
+    if let Some(last_offset) = last_ok {
+        let batch = if batch.num_rows() > rows_ok {
+            batch.slice(0, rows_ok)
+        } else {
+            batch
+        };
+        let batch = stream.sink.with_system_columns(
+            batch,
+            stream.key,
+            records.iter().map(|(offset, _)| *offset),
+        )?;
+        let record_bytes: usize = records.iter().map(|(_, r)| r.len()).sum();
+        metrics::counter!("sluice_ingest_records_total").increment(records.len() as u64);
+        metrics::counter!("sluice_ingest_bytes_total").increment(record_bytes as u64);
+        pod.load.record_ingress(record_bytes);
+        let payload = encode_records(stream.key, records.iter().map(|(o, r)| (*o, r.as_ref())));
+        let memtable_limit = pod
+            .config
+            .flush_bytes
+            .saturating_mul(MEMTABLE_LIMIT_FLUSHES);
+        stream.sink.wait_for_room(memtable_limit).await;
+        slot.throttle(
+            &pod.config.limits,
+            records.len() as u64,
+            record_bytes as u64,
+        )
+        .await;
+        let lsn = stream
+            .sink
+            .append(KIND_RECORDS, payload, Some(batch))
+            .await?;
+        pod.streams.records_logged(stream.key, lsn);
+        acks.logged(lsn, last_offset, record_bytes);
+    }
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}

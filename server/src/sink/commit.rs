@@ -1,0 +1,63 @@
+//! One append commit to Delta, exactly as a flush makes it: a Parquet file in
+//! Sluice's layout (`file_layout`) and the sink's commit properties
+//! (`commit_properties`: the `txn` action, `readVersion`, the retry budget,
+//! no checkpoint on the commit path). The flush path and the sink benchmark
+//! both commit through [`commit_append`], so the benchmark measures what
+//! the sink does.
+
+use arrow_array::RecordBatch;
+use deltalake::writer::{DeltaWriter, RecordBatchWriter};
+use deltalake::DeltaTable;
+
+use crate::error::Result;
+
+/// Who commits and how hard deltalake tries to land the commit.
+#[derive(Debug, Clone, Copy)]
+pub struct AppendCommit<'a> {
+    /// The writer's app id (a WAL id), recorded in the `txn` action.
+    pub app_id: &'a str,
+    /// The `txn` version: the last LSN the commit covers.
+    pub txn_version: i64,
+    /// Lost races retried at a later version before the commit fails
+    /// (the sink uses [`super::COMMIT_RETRIES`]).
+    pub max_retries: usize,
+}
+
+/// What an append commit did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommittedAppend {
+    /// The table version the commit was built on.
+    pub read_version: u64,
+    /// The version it landed at.
+    pub version: u64,
+}
+
+impl CommittedAppend {
+    /// Whether another writer took the version this commit was built for, so
+    /// deltalake checked for conflicts and committed at a later version.
+    pub fn raced(&self) -> bool {
+        self.version > self.read_version + 1
+    }
+}
+
+/// Writes `batch` as Parquet under `table` and commits it as one append.
+pub async fn commit_append(
+    table: &mut DeltaTable,
+    batch: RecordBatch,
+    commit: AppendCommit<'_>,
+) -> Result<CommittedAppend> {
+    let props = super::file_layout::writer_properties()?;
+    let read_version = table.version().unwrap_or(0);
+    let mut writer = RecordBatchWriter::for_table(table)?
+        .with_writer_properties(props)
+        .with_commit_properties(
+            super::commit_properties(commit.app_id, commit.txn_version, read_version)
+                .with_max_retries(commit.max_retries),
+        );
+    writer.write(batch).await?;
+    let version = writer.flush_and_commit(table).await?;
+    Ok(CommittedAppend {
+        read_version,
+        version,
+    })
+}
