@@ -1,25 +1,23 @@
 #!/usr/bin/env bash
 # Runs every test of Sluice. On a fresh machine it first installs what the tests
 # need (idempotent: a second run skips what is already there):
-#   - Debian packages: protobuf-compiler (`protoc`) and libprotobuf-dev (the well-known
-#     `google/protobuf/*.proto` files protoc imports), both for the etcd-client crate's build
-#     script, etcd-server (the real etcd the cluster tests start) and libfuse2 (the FUSE
-#     library fusepy drives: tests/fuse/faulty_fs.py, the WAL's fdatasync-error test; as
-#     root it mounts without fusermount);
+#   - Debian packages: etcd-server (the real etcd the cluster tests start) and libfuse2
+#     (the FUSE library fusepy drives: tests/fuse/faulty_fs.py, the WAL's fdatasync-error
+#     test; as root it mounts without fusermount);
 #   - a Python virtualenv (.venv) with the official Python Zerobus SDK,
 #     deltalake, polars, pytest, moto's S3 server and fusepy (tests/python/requirements.txt);
 #     the Rust integration tests start their own `moto_server` processes from it
 #     (a real S3-compatible server on loopback, one per test, killed after it);
-# then checks formatting and clippy (-D warnings, all targets, bench features),
-# builds and runs the Rust tests (unit, property and integration tests,
-# the integration tests drive real `sluice` processes with the official Rust
-# SDK) and the Python SDK tests.
+# (no protoc: every protobuf code generator in the build, ours and the official Rust SDK's,
+# uses the protoc the protoc-bin-vendored crate ships); then checks formatting and clippy
+# (-D warnings, all targets, bench features), proves that the server builds
+# with a protoc that always fails (scripts/check-no-protoc.sh), builds and runs the Rust
+# tests (unit, property and integration tests, the integration tests drive real `sluice`
+# processes with the official Rust SDK) and the Python SDK tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 missing=()
-command -v protoc >/dev/null 2>&1 || missing+=(protobuf-compiler)
-[ -f /usr/include/google/protobuf/descriptor.proto ] || missing+=(libprotobuf-dev)
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 ldconfig -p 2>/dev/null | grep 'libfuse\.so\.2 ' >/dev/null || missing+=(libfuse2)
 if [ ${#missing[@]} -gt 0 ]; then
@@ -48,6 +46,7 @@ cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo clippy -p sluice-bench --all-targets --locked --features e2e,decoders,sinkbench,walbench -- -D warnings
 
+scripts/check-no-protoc.sh
 cargo test --workspace --locked
 # WAL fault injection (short writes, EIO, ENOSPC, power cuts): its own feature-gated target.
 cargo test --locked -p sluice-wal --features failpoints --test failpoints

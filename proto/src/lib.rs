@@ -1,9 +1,12 @@
-//! The Zerobus v1 wire protocol (`databricks.zerobus`) as generated tonic/prost code.
+//! Sluice's generated tonic/prost code, from `.proto` files that are Sluice's own text:
 //!
-//! The `.proto` file in `proto/zerobus.proto` is Sluice's own text, kept
-//! wire-identical to what the official Zerobus SDKs speak. This crate owns
-//! nothing else: no logic, only the generated types, the server trait and a
-//! client (used by tests and the bench).
+//! - [`zerobus`]: the Zerobus v1 wire protocol (`databricks.zerobus`, `proto/zerobus.proto`),
+//!   kept wire-identical to what the official Zerobus SDKs speak: the types, the server
+//!   trait and a client (used by tests and the bench);
+//! - [`etcd`]: the part of etcd's v3 API the router crate's etcd client speaks
+//!   (`proto/etcd/`, etcd's own package, message names and field numbers): client only.
+//!
+//! This crate owns nothing else: no logic, only generated code.
 
 /// Generated code for package `databricks.zerobus`.
 pub mod zerobus {
@@ -12,3 +15,18 @@ pub mod zerobus {
 }
 
 pub use zerobus::*;
+
+/// Generated etcd v3 client code (packages `etcdserverpb` and `mvccpb`).
+pub mod etcd {
+    /// etcd's v3 RPCs: KV, Watch, Lease, Auth (clients only).
+    pub mod etcdserverpb {
+        #![allow(clippy::all, missing_docs)]
+        tonic::include_proto!("etcdserverpb");
+    }
+
+    /// etcd's stored key-values and watch events.
+    pub mod mvccpb {
+        #![allow(clippy::all, missing_docs)]
+        tonic::include_proto!("mvccpb");
+    }
+}

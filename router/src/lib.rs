@@ -8,10 +8,14 @@
 //! - [`proxy`]: `sluice router`, the HTTP/2 pass-through that places each new
 //!   `EphemeralStream` on a pod and relays its frames both ways without decoding records.
 //!
+//! Underneath [`meta`], [`etcd`] is Sluice's own small etcd v3 client (KV, watch, lease)
+//! over the etcd code that `sluice-proto` generates with its vendored protoc.
+//!
 //! Dependencies: this crate knows etcd, hyper and the pod record; it knows nothing of the
 //! WAL, Delta or the Zerobus messages (the server crate depends on it, not the reverse).
 
 pub mod error;
+pub mod etcd;
 pub mod meta;
 pub mod placement;
 pub mod pod_record;

@@ -9,10 +9,11 @@
 //! The catalog is one key so that every change is one compare-and-swap on its mod revision:
 //! pods never see half a change, and two pods creating tables at once cannot lose one.
 
-use etcd_client::{Client, Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp, WatchOptions};
-
 use crate::error::{Result, RouterError};
+use crate::etcd::kv::{mod_revision_is, put_op, version_is};
+use crate::etcd::EtcdClient;
 use crate::pod_record::PodRecord;
+use sluice_proto::etcd::mvccpb::event::EventType;
 
 /// Key prefix of pod records.
 pub const PODS_PREFIX: &str = "/sluice/pods/";
@@ -33,7 +34,7 @@ pub struct Versioned {
 /// A connection to the meta store. Cheap to clone (one HTTP/2 channel underneath).
 #[derive(Clone)]
 pub struct Meta {
-    client: Client,
+    client: EtcdClient,
 }
 
 /// Parses `etcd://HOST:PORT[,HOST:PORT…]` into the endpoints the client dials.
@@ -61,31 +62,25 @@ impl Meta {
     /// Connects to the etcd cluster named by `etcd://HOST:PORT[,…]`.
     pub async fn connect(join_url: &str) -> Result<Meta> {
         let endpoints = parse_join_url(join_url)?;
-        let options = etcd_client::ConnectOptions::new()
-            .with_connect_timeout(std::time::Duration::from_secs(5))
-            .with_timeout(std::time::Duration::from_secs(5));
-        let client = Client::connect(endpoints, Some(options)).await?;
+        let client = EtcdClient::connect(&endpoints)?;
         Ok(Meta { client })
     }
 
-    /// The underlying etcd client (for leases and watches owned by other modules).
-    pub fn client(&self) -> Client {
-        self.client.clone()
+    /// The underlying etcd client (for leases owned by other modules).
+    pub fn client(&self) -> &EtcdClient {
+        &self.client
     }
 
     /// Every registered pod, ordered by id. Records that do not decode are skipped (and
     /// logged): one bad writer must not hide the others.
     pub async fn pods(&self) -> Result<Vec<PodRecord>> {
-        let mut client = self.client.clone();
-        let resp = client
-            .get(PODS_PREFIX, Some(GetOptions::new().with_prefix()))
-            .await?;
-        let mut pods = Vec::with_capacity(resp.kvs().len());
-        for kv in resp.kvs() {
-            match serde_json::from_slice::<PodRecord>(kv.value()) {
+        let resp = self.client.get_prefix(PODS_PREFIX).await?;
+        let mut pods = Vec::with_capacity(resp.kvs.len());
+        for kv in &resp.kvs {
+            match serde_json::from_slice::<PodRecord>(&kv.value) {
                 Ok(p) => pods.push(p),
                 Err(e) => {
-                    tracing::warn!(key = ?String::from_utf8_lossy(kv.key()), "undecodable pod record: {e}")
+                    tracing::warn!(key = ?String::from_utf8_lossy(&kv.key), "undecodable pod record: {e}")
                 }
             }
         }
@@ -99,15 +94,9 @@ impl Meta {
             key: format!("{PODS_PREFIX}{}", record.id),
             reason: e.to_string(),
         })?;
-        let mut client = self.client.clone();
-        client
-            .put(
-                format!("{PODS_PREFIX}{}", record.id),
-                value,
-                Some(PutOptions::new().with_lease(lease)),
-            )
-            .await?;
-        Ok(())
+        self.client
+            .put(format!("{PODS_PREFIX}{}", record.id), value, lease)
+            .await
     }
 
     /// Asks pod `id` to drain; fails if no such pod is registered.
@@ -115,55 +104,40 @@ impl Meta {
         if !self.pods().await?.iter().any(|p| p.id == id) {
             return Err(RouterError::UnknownPod(id.to_string()));
         }
-        let mut client = self.client.clone();
-        client.put(format!("{DRAIN_PREFIX}{id}"), "", None).await?;
-        Ok(())
+        self.client.put(format!("{DRAIN_PREFIX}{id}"), "", 0).await
     }
 
     /// Forgets an earlier drain request for `id` (a pod does this when it starts).
     pub async fn clear_drain(&self, id: &str) -> Result<()> {
-        let mut client = self.client.clone();
-        client.delete(format!("{DRAIN_PREFIX}{id}"), None).await?;
-        Ok(())
+        self.client.delete(format!("{DRAIN_PREFIX}{id}")).await
     }
 
     /// Resolves when a drain of `id` is requested (at once if it already is).
     pub async fn drain_requested(&self, id: &str) -> Result<()> {
         let key = format!("{DRAIN_PREFIX}{id}");
-        let mut client = self.client.clone();
-        let resp = client.get(key.as_str(), None).await?;
-        if !resp.kvs().is_empty() {
+        let resp = self.client.get(key.as_str()).await?;
+        if !resp.kvs.is_empty() {
             return Ok(());
         }
-        let start = resp.header().map(|h| h.revision() + 1).unwrap_or(0);
-        let mut stream = client
-            .watch(
-                key.as_str(),
-                Some(WatchOptions::new().with_start_revision(start)),
-            )
-            .await?;
+        let start = resp.header.map(|h| h.revision + 1).unwrap_or(0);
+        let mut stream = self.client.watch(&key, start).await?;
         while let Some(msg) = stream.message().await? {
-            if msg
-                .events()
-                .iter()
-                .any(|e| e.event_type() == etcd_client::EventType::Put)
-            {
+            if msg.events.iter().any(|e| e.r#type() == EventType::Put) {
                 return Ok(());
             }
         }
-        Err(RouterError::Decode {
+        Err(RouterError::Watch {
             key,
-            reason: "watch ended".into(),
+            reason: "etcd closed the watch".into(),
         })
     }
 
     /// Reads `key`, with its mod revision.
     pub async fn get(&self, key: &str) -> Result<Option<Versioned>> {
-        let mut client = self.client.clone();
-        let resp = client.get(key, None).await?;
-        Ok(resp.kvs().first().map(|kv| Versioned {
-            value: kv.value().to_vec(),
-            revision: kv.mod_revision(),
+        let resp = self.client.get(key).await?;
+        Ok(resp.kvs.into_iter().next().map(|kv| Versioned {
+            value: kv.value,
+            revision: kv.mod_revision,
         }))
     }
 
@@ -176,29 +150,27 @@ impl Meta {
         value: Vec<u8>,
     ) -> Result<Option<i64>> {
         let guard = if expected == 0 {
-            Compare::version(key, CompareOp::Equal, 0)
+            version_is(key, 0)
         } else {
-            Compare::mod_revision(key, CompareOp::Equal, expected)
+            mod_revision_is(key, expected)
         };
-        let txn = Txn::new()
-            .when([guard])
-            .and_then([TxnOp::put(key, value, None)]);
-        let mut client = self.client.clone();
-        let resp = client.txn(txn).await?;
-        if !resp.succeeded() {
+        let resp = self
+            .client
+            .txn(vec![guard], vec![put_op(key, value)])
+            .await?;
+        if !resp.succeeded {
             return Ok(None);
         }
-        Ok(resp.header().map(|h| h.revision()))
+        Ok(resp.header.map(|h| h.revision))
     }
 
     /// Watches `key` and calls `on_change(mod_revision)` on every put, until the watch fails.
     pub async fn watch_revisions(&self, key: &str, mut on_change: impl FnMut(i64)) -> Result<()> {
-        let mut client = self.client.clone();
-        let mut stream = client.watch(key, None).await?;
+        let mut stream = self.client.watch(key, 0).await?;
         while let Some(msg) = stream.message().await? {
-            for event in msg.events() {
-                if let Some(kv) = event.kv() {
-                    on_change(kv.mod_revision());
+            for event in &msg.events {
+                if let Some(kv) = &event.kv {
+                    on_change(kv.mod_revision);
                 }
             }
         }

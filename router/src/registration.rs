@@ -39,7 +39,7 @@ impl Registration {
         load: impl Fn() -> Load + Send + 'static,
     ) -> Result<Registration> {
         meta.clear_drain(&id).await?;
-        let lease = meta.client().lease_grant(LEASE_TTL_SECS, None).await?.id();
+        let lease = meta.client().lease_grant(LEASE_TTL_SECS).await?;
         let record = PodRecord {
             id,
             addr,
@@ -114,14 +114,12 @@ async fn report_loop(meta: Meta, shared: Arc<Shared>, load: impl Fn() -> Load) {
 /// longer than the TTL) a new one is granted.
 async fn report_once(meta: &Meta, shared: &Shared, record: &PodRecord) -> Result<()> {
     let lease = *lock(&shared.lease);
-    let mut client = meta.client();
-    let (mut keeper, mut responses) = client.lease_keep_alive(lease).await?;
-    keeper.keep_alive().await?;
-    let alive = matches!(responses.message().await?, Some(r) if r.ttl() > 0);
+    let client = meta.client();
+    let alive = client.lease_keep_alive(lease).await? > 0;
     let lease = if alive {
         lease
     } else {
-        let fresh = client.lease_grant(LEASE_TTL_SECS, None).await?.id();
+        let fresh = client.lease_grant(LEASE_TTL_SECS).await?;
         tracing::warn!(pod = %record.id, old = lease, new = fresh, "lease expired; registered again");
         *lock(&shared.lease) = fresh;
         fresh

@@ -2,11 +2,15 @@
 (namespace, labels, image) and every object checked against the Kubernetes OpenAPI schemas
 bundled in the `kubernetes-validate` package (strict: unknown fields fail), plus the
 properties the cluster design relies on (per-pod WAL volume, preStop drain inside the grace
-period, HPA on CPU and on the pods' load score), and the Dockerfile's stages.
+period, HPA on CPU and on the pods' load score), and the Dockerfile's stages and toolchain
+(no older than the minimum Rust version the locked dependencies declare, read from
+`cargo metadata`).
 """
 
+import json
 import pathlib
 import re
+import subprocess
 
 import kubernetes_validate
 import pytest
@@ -101,12 +105,47 @@ def test_the_autoscaler_uses_cpu_and_the_load_score_the_pods_export():
     assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "sluice"}
 
 
-def test_the_dockerfile_builds_in_one_stage_and_runs_from_a_slim_one():
+def dockerfile_stages():
+    """(image, stage name) of each FROM line of deploy/Dockerfile."""
     text = (ROOT / "deploy" / "Dockerfile").read_text()
-    stages = re.findall(r"^FROM\s+(\S+)(?:\s+AS\s+(\S+))?", text, re.MULTILINE)
+    return text, re.findall(r"^FROM\s+(\S+)(?:\s+AS\s+(\S+))?", text, re.MULTILINE)
+
+
+def test_the_dockerfile_builds_in_one_stage_and_runs_from_a_slim_one():
+    text, stages = dockerfile_stages()
     assert len(stages) == 2 and stages[0][1] == "build"
     assert "COPY --from=build /src/target/release/sluice" in text
-    assert "protobuf-compiler" in text
-    rust = re.search(r"rust:(\d+\.\d+)", stages[0][0]).group(1)
-    wanted = re.search(r'rust-version = "(\d+\.\d+)"', (ROOT / "Cargo.toml").read_text()).group(1)
-    assert tuple(map(int, rust.split("."))) >= tuple(map(int, wanted.split(".")))
+
+
+def version(text):
+    """'1.95' or '1.91.1' as a comparable (major, minor, patch)."""
+    parts = [int(p) for p in text.split(".")]
+    return tuple(parts + [0] * (3 - len(parts)))
+
+
+def cargo_metadata():
+    out = subprocess.run(
+        ["cargo", "metadata", "--format-version", "1", "--locked"],
+        cwd=ROOT, check=True, capture_output=True, text=True,
+    ).stdout
+    return json.loads(out)
+
+
+def test_rust_version_and_the_docker_toolchain_can_build_the_locked_dependencies():
+    meta = cargo_metadata()
+    members = set(meta["workspace_members"])
+    declared = {p["name"]: p["rust_version"] for p in meta["packages"] if p["id"] in members}
+    needed = max(
+        (version(p["rust_version"]), p["name"])
+        for p in meta["packages"]
+        if p["id"] not in members and p.get("rust_version")
+    )
+    for name, rust_version in declared.items():
+        assert rust_version, f"{name} declares no rust-version"
+        assert version(rust_version) >= needed[0], (
+            f"{name}: rust-version {rust_version} is below {needed[1]}'s {needed[0]}")
+    image = dockerfile_stages()[1][0][0]
+    toolchain = re.fullmatch(r"rust:(\d+\.\d+(?:\.\d+)?)(?:-\S+)?", image)
+    assert toolchain, f"the build stage's image {image} names no Rust version"
+    assert version(toolchain.group(1)) >= needed[0], (
+        f"{image} cannot build {needed[1]} (needs Rust {needed[0]})")

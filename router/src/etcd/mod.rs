@@ -1,0 +1,18 @@
+//! Sluice's own etcd v3 client: the few calls the meta store makes, over the generated
+//! `etcdserverpb` code of the `sluice-proto` crate (built with the vendored protoc, so no
+//! system protoc is needed). One file per concern:
+//!
+//! - [`client`]: the connection (one load-balanced HTTP/2 channel over every endpoint);
+//! - [`kv`]: range, put, delete and transactions with compares;
+//! - [`watch`]: a watch on one key (a bidirectional stream);
+//! - [`lease`]: grant, revoke and keep-alive.
+//!
+//! Each call is a method of [`EtcdClient`]; the `impl` blocks live beside their concern.
+
+pub mod client;
+pub mod kv;
+pub mod lease;
+pub mod watch;
+
+pub use client::EtcdClient;
+pub use watch::WatchStream;
