@@ -26,7 +26,7 @@ use super::inbound::read_error_status;
 use super::open::{open_stream, OpenedStream};
 use crate::auth::Caller;
 use crate::error::{Result, ServerError};
-use crate::frames::{encode_records, RecordFormat, KIND_RECORDS};
+use crate::journal::frames::{encode_records, RecordFormat, KIND_RECORDS};
 use crate::limits::StreamSlot;
 use crate::pod::Pod;
 
