@@ -85,3 +85,51 @@ pub fn read_admin_credentials(data_dir: &Path) -> Option<(String, String)> {
     }
     Some((id?, secret?))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    #[test]
+    fn first_start_creates_one_admin_and_a_private_credentials_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let catalog = Catalog::open(dir.path()).expect("catalog");
+        let config = ServeConfig::new(dir.path());
+        bootstrap_admin(&catalog, &config).expect("bootstrap");
+        let (id, secret) = read_admin_credentials(dir.path()).expect("credentials file");
+        assert_eq!(id, "sluice-admin");
+        let path = dir.path().join(ADMIN_CREDENTIALS_FILE);
+        let mode = std::fs::metadata(&path).expect("stat").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let admin = catalog.principal(&id).expect("read").expect("admin exists");
+        assert!(admin.admin);
+        assert!(crate::auth::verify_secret(
+            &admin.salt,
+            &admin.secret_hash,
+            &secret
+        ));
+        // A second start finds a principal and changes nothing.
+        bootstrap_admin(&catalog, &config).expect("second bootstrap");
+        assert_eq!(catalog.principals().expect("list").len(), 1);
+        assert_eq!(read_admin_credentials(dir.path()), Some((id, secret)));
+    }
+
+    #[test]
+    fn a_given_principal_writes_no_file_and_a_partial_file_reads_as_none() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let catalog = Catalog::open(dir.path()).expect("catalog");
+        let mut config = ServeConfig::new(dir.path());
+        config.bootstrap_principal = Some(("ops".into(), "ops-secret-1".into()));
+        bootstrap_admin(&catalog, &config).expect("bootstrap");
+        assert!(catalog.principal("ops").expect("read").is_some());
+        assert_eq!(read_admin_credentials(dir.path()), None);
+        write_private(
+            &dir.path().join(ADMIN_CREDENTIALS_FILE),
+            "SLUICE_CLIENT_ID=ops\n",
+        )
+        .expect("write");
+        assert_eq!(read_admin_credentials(dir.path()), None);
+    }
+}
