@@ -101,54 +101,30 @@ impl From<ServeArgs> for ServeConfig {
     /// `--bootstrap-principal`, `SLUICE_BOOTSTRAP_CLIENT_ID` and
     /// `SLUICE_BOOTSTRAP_CLIENT_SECRET` name the first admin.
     fn from(args: ServeArgs) -> ServeConfig {
-        let cluster = cluster_config(&args);
-        let ServeArgs {
-            data_dir,
-            listen,
-            warehouse,
-            s3,
-            flush_interval,
-            flush_bytes,
-            wal_segment_bytes,
-            wal_prepare_segments,
-            upkeep_interval,
-            compact_min_files,
-            vacuum_interval,
-            auth,
-            bootstrap_principal,
-            token_ttl,
-            tls_cert,
-            tls_key,
-            join: _,
-            pod_id: _,
-            advertise: _,
-            drain_grace: _,
-            limits,
-        } = args;
         ServeConfig {
-            listen,
-            warehouse,
-            s3,
-            flush_interval,
-            flush_bytes,
-            wal_segment_bytes,
-            wal_prepare_segments,
+            cluster: cluster_config(&args),
+            listen: args.listen,
+            warehouse: args.warehouse,
+            s3: args.s3,
+            flush_interval: args.flush_interval,
+            flush_bytes: args.flush_bytes,
+            wal_segment_bytes: args.wal_segment_bytes,
+            wal_prepare_segments: args.wal_prepare_segments,
             upkeep: UpkeepConfig {
-                interval: upkeep_interval,
-                compact_min_files,
-                vacuum_interval,
+                interval: args.upkeep_interval,
+                compact_min_files: args.compact_min_files,
+                vacuum_interval: args.vacuum_interval,
             },
-            auth,
-            bootstrap_principal: bootstrap_principal.or_else(bootstrap_from_env),
-            token_ttl,
-            max_message_bytes: limits.max_request_bytes,
-            limits: limits.limits(),
-            tls: match (tls_cert, tls_key) {
+            auth: args.auth,
+            bootstrap_principal: args.bootstrap_principal.or_else(bootstrap_from_env),
+            token_ttl: args.token_ttl,
+            max_message_bytes: args.limits.max_request_bytes,
+            limits: args.limits.limits(),
+            tls: match (args.tls_cert, args.tls_key) {
                 (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
                 _ => None,
             },
-            cluster,
-            ..ServeConfig::new(data_dir)
+            ..ServeConfig::new(args.data_dir)
         }
     }
 }
@@ -198,4 +174,63 @@ fn cluster_config(args: &ServeArgs) -> Option<ClusterConfig> {
         advertise,
         drain_grace: args.drain_grace,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Serve {
+        #[command(flatten)]
+        args: ServeArgs,
+    }
+
+    fn config(flags: &[&str]) -> ServeConfig {
+        let argv = std::iter::once("serve").chain(flags.iter().copied());
+        ServeConfig::from(Serve::try_parse_from(argv).expect("flags parse").args)
+    }
+
+    #[test]
+    fn flags_land_in_the_config_and_the_rest_keeps_its_defaults() {
+        let c = config(&[
+            "--data-dir=d",
+            "--listen=127.0.0.1:7000",
+            "--flush-bytes=2048",
+            "--upkeep-interval=5s",
+            "--compact-min-files=3",
+            "--tls-cert=c.pem",
+            "--tls-key=k.pem",
+            "--join=etcd://127.0.0.1:2379",
+            "--drain-grace=3s",
+        ]);
+        assert_eq!(c.data_dir, PathBuf::from("d"));
+        assert_eq!(c.listen.port(), 7000);
+        assert_eq!(c.flush_bytes, 2048);
+        assert_eq!(c.upkeep.interval, Duration::from_secs(5));
+        assert_eq!(c.upkeep.compact_min_files, 3);
+        assert_eq!(
+            c.tls.map(|t| (t.cert, t.key)),
+            Some((PathBuf::from("c.pem"), PathBuf::from("k.pem")))
+        );
+        let cluster = c.cluster.expect("--join makes a cluster config");
+        assert!(cluster.pod_id.ends_with("-7000"));
+        assert_eq!(cluster.advertise, "http://127.0.0.1:7000");
+        assert_eq!(cluster.drain_grace, Duration::from_secs(3));
+        assert!(c.wal_fsync, "no flag turns fsync off");
+        assert_eq!(c.flush_interval, Duration::from_secs(1));
+    }
+
+    #[test]
+    fn without_join_a_pod_is_single_node() {
+        if std::env::var_os("SLUICE_JOIN").is_some() {
+            return; // the flag's environment variable would make it a cluster pod
+        }
+        let c = config(&[]);
+        assert!(c.cluster.is_none());
+        assert!(c.tls.is_none());
+        assert_eq!(c.data_dir, PathBuf::from(DEFAULT_DATA_DIR));
+    }
 }
