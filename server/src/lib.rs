@@ -1,32 +1,29 @@
 //! The Sluice pod: Zerobus gRPC ingest, the catalog and its HTTP API, OAuth,
-//! memtables, the Delta sink and WAL replay. The `sluice` binary (`main.rs`)
-//! is a thin CLI over this library.
+//! memtables, the Delta sink and WAL replay. The `sluice` binary (`main.rs`,
+//! its commands in `cli/`) is a thin CLI over this library.
 //!
 //! Data path (see ARCHITECTURE.md): `ingest` validates and parses each run of
 //! requests with zeroparser, `sink::TableSink::append` logs the raw records to
 //! the WAL and adds the Arrow rows to the table's memtable under one lock,
 //! acks follow the WAL's durable position, and each table's flush task commits
 //! Parquet files plus a `txn (wal id, lsn)` action to Delta. At start-up,
-//! `recovery` replays what the Delta log does not cover yet.
+//! `journal::replay` replays what the Delta log does not cover yet.
 
 pub mod auth;
 pub mod catalog;
-pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod doctor;
 pub mod error;
-pub mod frames;
 pub mod http;
 pub mod ingest;
+pub mod journal;
 pub mod limits;
 pub mod listener;
 pub mod metrics_export;
 pub mod pod;
-pub mod recovery;
 pub mod server;
 pub mod sink;
-pub mod streams;
 pub mod tables;
 pub mod warehouse;
 

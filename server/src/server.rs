@@ -8,6 +8,7 @@ use std::sync::Arc;
 use sluice_proto::zerobus_server::ZerobusServer;
 use tokio::net::TcpListener;
 
+use crate::cluster::load::LoadReporter;
 use crate::cluster::Membership;
 use crate::config::ServeConfig;
 use crate::error::{Result, ServerError};
@@ -42,7 +43,10 @@ pub async fn run(
     let tls = options.tls.is_some();
     tracing::info!(%addr, tls, warehouse = %pod.warehouse.root(), "sluice is serving gRPC and HTTP");
     let membership = match &pod.config.cluster {
-        Some(cluster) => Some(Arc::new(Membership::join(&pod, cluster).await?)),
+        Some(cluster) => {
+            let reporter = LoadReporter::new(pod.load_source());
+            Some(Arc::new(Membership::join(cluster, reporter).await?))
+        }
         None => None,
     };
     let stopping = pod.clone();
@@ -54,7 +58,12 @@ pub async fn run(
                     _ = shutdown => {}
                     _ = m.drain_requested() => tracing::info!("drain requested"),
                 }
-                m.drain(&stopping).await;
+                m.drain(
+                    &stopping.streams,
+                    &stopping.draining,
+                    stopping.drain_grace(),
+                )
+                .await;
             }
             None => shutdown.await,
         }

@@ -1,22 +1,14 @@
 //! The decoders of the payloads Sluice keeps in its WAL frames (replay
-//! reads them back after a crash): the server's own `server/src/frames.rs`,
-//! compiled here as is. Decoding arbitrary bytes must fail cleanly, and
-//! whatever decodes must encode back to the same bytes.
+//! reads them back after a crash): the server's own
+//! `server/src/journal/frames.rs` (with its own error type), compiled here as
+//! is. Decoding arbitrary bytes must fail cleanly, and whatever decodes must
+//! encode back to the same bytes.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 
-/// The part of the server's error type that `frames.rs` uses.
-mod error {
-    #[derive(Debug)]
-    pub enum ServerError {
-        Internal(#[allow(dead_code)] String),
-    }
-    pub type Result<T, E = ServerError> = std::result::Result<T, E>;
-}
-
-#[path = "../../src/frames.rs"]
+#[path = "../../src/journal/frames.rs"]
 #[allow(dead_code)]
 mod frames;
 

@@ -7,6 +7,7 @@
 //! scoped to that table; every gRPC stream then carries
 //! `authorization: Bearer <jwt>` and `x-databricks-zerobus-table-name`.
 
+pub mod bootstrap;
 #[cfg(test)]
 mod cost;
 mod endpoint;

@@ -1,21 +1,62 @@
-//! `sluice cluster status` and `sluice pod drain`: read and write the meta store directly
-//! (they need etcd's address, not a pod's).
+//! `sluice cluster status` (reads the meta store directly: it needs etcd's
+//! address, not a pod's) and `sluice cluster up` ([`super::cluster_up`]).
 
-use std::time::Duration;
-
+use clap::Subcommand;
 use sluice_router::pod_record::now_ms;
 use sluice_router::{Meta, PodRecord};
+use sluice_server::{Result, ServerError};
 
-use crate::error::{Result, ServerError};
+use super::cluster_up::{self, UpArgs};
 
-fn meta_error(e: sluice_router::RouterError) -> ServerError {
+/// The cluster commands.
+#[derive(Subcommand)]
+pub enum ClusterCommand {
+    /// Pods, their state and load.
+    Status {
+        /// The meta store: etcd://HOST:PORT.
+        #[arg(long, env = "SLUICE_JOIN")]
+        join: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Start etcd, N pods and a router as local processes on loopback (development and
+    /// tests; Ctrl-C stops them all, pods drained first).
+    Up(UpArgs),
+}
+
+/// Runs a cluster command.
+pub async fn run(command: ClusterCommand) -> anyhow::Result<()> {
+    match command {
+        ClusterCommand::Status { join, json } => {
+            let pods = pods(&join).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&pods)?);
+            } else {
+                print!("{}", render_status(&pods));
+            }
+            Ok(())
+        }
+        ClusterCommand::Up(args) => {
+            super::init_tracing();
+            cluster_up::run(args).await
+        }
+    }
+}
+
+/// A meta store error as the CLI reports it.
+pub fn meta_error(e: sluice_router::RouterError) -> ServerError {
     ServerError::Unavailable(format!("meta store: {e}"))
+}
+
+/// Connects to the meta store at `join` (`etcd://HOST:PORT`).
+pub async fn connect_meta(join: &str) -> Result<Meta> {
+    Meta::connect(join).await.map_err(meta_error)
 }
 
 /// The registered pods.
 pub async fn pods(join: &str) -> Result<Vec<PodRecord>> {
-    let meta = Meta::connect(join).await.map_err(meta_error)?;
-    meta.pods().await.map_err(meta_error)
+    connect_meta(join).await?.pods().await.map_err(meta_error)
 }
 
 /// The status table: one line per pod.
@@ -46,27 +87,4 @@ pub fn render_status(pods: &[PodRecord]) -> String {
     let streams: u64 = pods.iter().map(|p| p.load.open_streams).sum();
     out.push_str(&format!("{} pods, {streams} streams\n", pods.len()));
     out
-}
-
-/// Asks pod `id` to drain; with `wait`, returns once it has left (or after `timeout`).
-pub async fn drain(join: &str, id: &str, wait: Option<Duration>) -> Result<bool> {
-    let meta = Meta::connect(join).await.map_err(meta_error)?;
-    meta.request_drain(id).await.map_err(meta_error)?;
-    let Some(timeout) = wait else {
-        return Ok(false);
-    };
-    let deadline = tokio::time::Instant::now() + timeout;
-    while tokio::time::Instant::now() < deadline {
-        if !meta
-            .pods()
-            .await
-            .map_err(meta_error)?
-            .iter()
-            .any(|p| p.id == id)
-        {
-            return Ok(true);
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    Ok(false)
 }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use crate::error::{Result, ServerError};
+use sluice_server::{Result, ServerError};
 
 /// Arguments of `sluice cluster up`.
 #[derive(clap::Args, Debug)]
@@ -134,7 +134,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         args.router_listen,
         dir.join("logs").display()
     );
-    crate::shutdown_signal().await;
+    sluice_server::shutdown_signal().await;
     println!("stopping: draining pods");
     for (name, child) in children.0.iter_mut() {
         if name.starts_with("pod-") {

@@ -1,12 +1,13 @@
-//! Client calls of `sluice table optimize|vacuum`.
+//! Client calls of `sluice table optimize|vacuum`: the admin API's upkeep
+//! endpoints (`/api/sluice/v1/tables/NAME/optimize|vacuum`).
 
 use std::time::Duration;
 
 use reqwest::Method;
 use serde_json::Value;
+use sluice_server::Result;
 
-use super::Client;
-use crate::error::Result;
+use super::client::Client;
 
 impl Client {
     /// Compacts a table's small files now; returns the server's report.

@@ -1,12 +1,17 @@
 //! The numbers a pod reports to the meta store every second: open streams, ingress bytes/s,
 //! CPU, WAL queue depth and memtable bytes. Streams count ingress into [`LoadCounters`]; the
-//! [`LoadSampler`] turns counters into rates between two reports.
+//! [`LoadSampler`] turns counters into rates between two reports; a [`LoadReporter`] reads
+//! a pod's [`LoadSource`] and makes the report.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use sluice_router::Load;
+use sluice_wal::Wal;
+
+use crate::journal::streams::StreamRegistry;
+use crate::sink::Sinks;
 
 /// Counters the data path bumps (one relaxed atomic add per run of records).
 #[derive(Default)]
@@ -86,6 +91,57 @@ impl LoadSampler {
             wal_queue_bytes: levels.wal_queue_bytes,
             memtable_bytes: levels.memtable_bytes,
         }
+    }
+}
+
+/// The parts of a pod a load report reads.
+pub struct LoadSource {
+    /// Ingress counted by the data path.
+    pub counters: Arc<LoadCounters>,
+    /// The WAL (its queue of bytes not yet durable).
+    pub wal: Wal,
+    /// The table sinks (their memtables).
+    pub sinks: Arc<Sinks>,
+    /// The streams (how many are open).
+    pub streams: Arc<StreamRegistry>,
+}
+
+impl LoadSource {
+    /// The levels now.
+    pub fn levels(&self) -> Levels {
+        let memtable: usize = self.sinks.all().iter().map(|s| s.memtable_bytes()).sum();
+        Levels {
+            open_streams: self.streams.active_streams() as u64,
+            wal_queue_bytes: self.wal.queued_bytes(),
+            memtable_bytes: memtable as u64,
+        }
+    }
+}
+
+/// Makes the load report a pod publishes every second in cluster mode.
+pub struct LoadReporter {
+    source: LoadSource,
+    sampler: LoadSampler,
+}
+
+impl LoadReporter {
+    /// A reporter over `source`; its first report has zero rates.
+    pub fn new(source: LoadSource) -> Self {
+        LoadReporter {
+            source,
+            sampler: LoadSampler::default(),
+        }
+    }
+
+    /// The report now (rates since the previous one); also sets the per-pod metric the
+    /// HPA scales on.
+    pub fn report(&self) -> Load {
+        let load = self
+            .sampler
+            .sample(&self.source.counters, self.source.levels());
+        // The HPA's per-pod metric (deploy/k8s/hpa.yaml).
+        metrics::gauge!("sluice_pod_load_score").set(sluice_router::placement::score(&load, 0));
+        load
     }
 }
 

@@ -12,15 +12,16 @@
 
 pub mod load;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_router::registration::Registration;
 use sluice_router::Meta;
+use tokio_util::sync::CancellationToken;
 
 use crate::config::ClusterConfig;
 use crate::error::{Result, ServerError};
-use crate::pod::Pod;
+use crate::journal::streams::StreamRegistry;
+use load::LoadReporter;
 
 /// How long a draining pod waits before closing streams, so that routers (which reload
 /// membership every 250 ms) no longer place reconnecting streams on it.
@@ -40,15 +41,14 @@ fn meta_error(e: sluice_router::RouterError) -> ServerError {
 }
 
 impl Membership {
-    /// Registers `pod` and starts its load reports.
-    pub async fn join(pod: &Arc<Pod>, config: &ClusterConfig) -> Result<Membership> {
+    /// Registers the pod of `config` and starts publishing `reporter`'s load reports.
+    pub async fn join(config: &ClusterConfig, reporter: LoadReporter) -> Result<Membership> {
         let meta = Meta::connect(&config.join).await.map_err(meta_error)?;
-        let reporter = pod.clone();
         let registration = Registration::start(
             meta.clone(),
             config.pod_id.clone(),
             config.advertise.clone(),
-            move || reporter.load_report(),
+            move || reporter.report(),
         )
         .await
         .map_err(meta_error)?;
@@ -73,22 +73,28 @@ impl Membership {
         }
     }
 
-    /// Steps 1–3 of the drain, then waits until the streams are gone or the grace is over.
-    pub async fn drain(&self, pod: &Pod) {
+    /// Steps 1–3 of the drain (step 3: cancel `draining`, which every stream watches), then
+    /// waits until `streams` has no open stream left or `grace` (plus a margin) is over.
+    pub async fn drain(
+        &self,
+        streams: &StreamRegistry,
+        draining: &CancellationToken,
+        grace: Duration,
+    ) {
         tracing::info!(pod = %self.id, "draining: no new streams; asking producers to move");
         if let Err(e) = self.registration.set_draining().await {
             tracing::warn!("publishing the draining state failed: {e}");
         }
         tokio::time::sleep(ROUTER_CATCH_UP).await;
         let started = tokio::time::Instant::now();
-        pod.draining.cancel();
-        let deadline = started + pod.drain_grace() + GRACE_MARGIN;
-        while pod.streams.active_streams() > 0 && tokio::time::Instant::now() < deadline {
+        draining.cancel();
+        let deadline = started + grace + GRACE_MARGIN;
+        while streams.active_streams() > 0 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         tracing::info!(
             pod = %self.id,
-            left = pod.streams.active_streams(),
+            left = streams.active_streams(),
             elapsed_ms = started.elapsed().as_millis() as u64,
             "streams moved away"
         );

@@ -9,7 +9,7 @@ use sluice_zeroparser::ProtoPlan;
 use super::request::RequestParser;
 use crate::auth::Caller;
 use crate::error::{Result, ServerError};
-use crate::frames::{RecordFormat, StreamOpen, KIND_STREAM_OPEN};
+use crate::journal::frames::{RecordFormat, StreamOpen, KIND_STREAM_OPEN};
 use crate::pod::Pod;
 use crate::sink::SharedSink;
 

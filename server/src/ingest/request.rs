@@ -8,7 +8,7 @@ use sluice_proto::{ephemeral_stream_request, ingest_record_batch_request, ingest
 use sluice_zeroparser::{ProtoPlan, RecordBatchBuilder};
 
 use crate::error::{Result, ServerError};
-use crate::frames::RecordFormat;
+use crate::journal::frames::RecordFormat;
 
 /// Parses a stream's requests into its builder, in offset order.
 pub struct RequestParser {

@@ -14,7 +14,7 @@ use super::acks::Acks;
 use super::open::OpenedStream;
 use super::request::request_bytes;
 use crate::error::{Result, ServerError};
-use crate::frames::{encode_records, KIND_RECORDS};
+use crate::journal::frames::{encode_records, KIND_RECORDS};
 use crate::limits::StreamSlot;
 use crate::pod::Pod;
 

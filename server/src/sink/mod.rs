@@ -31,7 +31,7 @@ use sluice_wal::{Lsn, Wal};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Result, ServerError};
-use crate::streams::StreamRegistry;
+use crate::journal::streams::StreamRegistry;
 
 /// All table sinks of the pod.
 pub struct Sinks {

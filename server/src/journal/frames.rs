@@ -9,8 +9,26 @@
 //! All integers little endian. A stream-open frame precedes the stream's first
 //! records frame, so replay can re-parse raw records without the producer; it
 //! is re-logged before the segment holding it is purged while still needed.
+//!
+//! This file depends on nothing else in the crate (its errors are its own
+//! [`FrameError`]), so the `wal_payloads` fuzz target compiles it as is.
 
-use crate::error::{Result, ServerError};
+/// Result of decoding a payload.
+pub type Result<T, E = FrameError> = std::result::Result<T, E>;
+
+/// A WAL payload that does not decode.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FrameError {
+    /// The payload ends inside a field.
+    #[error("WAL payload: truncated")]
+    Truncated,
+    /// A stream-open payload's table name is not UTF-8.
+    #[error("WAL payload: table name is not UTF-8")]
+    TableNotUtf8,
+    /// A stream-open payload names a record format Sluice never writes.
+    #[error("WAL payload: unknown record format {0}")]
+    UnknownFormat(u8),
+}
 
 /// WAL frame kind of a stream-open payload.
 pub const KIND_STREAM_OPEN: u8 = 1;
@@ -68,12 +86,12 @@ impl StreamOpen {
         let mut r = Reader { bytes, pos: 0 };
         let stream_key = r.u64()?;
         let table_len = r.u16()? as usize;
-        let table = String::from_utf8(r.take(table_len)?.to_vec())
-            .map_err(|_| corrupt("table name is not UTF-8"))?;
+        let table =
+            String::from_utf8(r.take(table_len)?.to_vec()).map_err(|_| FrameError::TableNotUtf8)?;
         let format = match r.u8()? {
             1 => RecordFormat::Proto,
             2 => RecordFormat::Json,
-            other => return Err(corrupt(&format!("unknown record format {other}"))),
+            other => return Err(FrameError::UnknownFormat(other)),
         };
         let desc_len = r.u32()? as usize;
         let descriptor = r.take(desc_len)?.to_vec();
@@ -128,10 +146,6 @@ pub fn decode_records(bytes: &[u8]) -> Result<RecordsFrame<'_>> {
     })
 }
 
-fn corrupt(what: &str) -> ServerError {
-    ServerError::Internal(format!("WAL payload: {what}"))
-}
-
 struct Reader<'a> {
     bytes: &'a [u8],
     pos: usize,
@@ -146,7 +160,7 @@ impl<'a> Reader<'a> {
                 self.pos = end;
                 Ok(out)
             }
-            None => Err(corrupt("truncated")),
+            None => Err(FrameError::Truncated),
         }
     }
     fn array<const N: usize>(&mut self) -> Result<[u8; N]> {
@@ -181,7 +195,16 @@ mod tests {
             descriptor: vec![1, 2, 3],
         };
         assert_eq!(StreamOpen::decode(&open.encode()).expect("decode"), open);
-        assert!(StreamOpen::decode(&open.encode()[..5]).is_err());
+        assert_eq!(
+            StreamOpen::decode(&open.encode()[..5]),
+            Err(FrameError::Truncated)
+        );
+        let mut bad_format = open.encode();
+        bad_format[8 + 2 + 5] = 9;
+        assert_eq!(
+            StreamOpen::decode(&bad_format),
+            Err(FrameError::UnknownFormat(9))
+        );
     }
 
     #[test]

@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 
 use sluice_wal::{Lsn, Wal};
 
+use super::frames::KIND_STREAM_OPEN;
 use crate::error::{Result, ServerError};
-use crate::frames::KIND_STREAM_OPEN;
 
 struct Entry {
     table: String,

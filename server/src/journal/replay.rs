@@ -11,11 +11,13 @@ use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use sluice_wal::Wal;
 use sluice_zeroparser::{ProtoPlan, RecordBatchBuilder};
 
+use super::frames::{decode_records, RecordFormat, StreamOpen, KIND_RECORDS, KIND_STREAM_OPEN};
+use super::streams::StreamRegistry;
 use crate::error::Result;
-use crate::frames::{decode_records, RecordFormat, StreamOpen, KIND_RECORDS, KIND_STREAM_OPEN};
-use crate::pod::Pod;
+use crate::sink::Sinks;
 
 /// What replay did.
 #[derive(Debug, Default)]
@@ -33,10 +35,12 @@ struct ReplayStream {
     plan: Option<Option<ProtoPlan>>,
 }
 
-/// Replays uncommitted WAL records into the memtables.
-pub fn replay(pod: &Pod) -> Result<ReplayReport> {
+/// Replays the records of `wal` that their table in `sinks` has not
+/// committed into its memtable, and registers their streams in `registry`
+/// (so their open frames outlive a purge while still needed).
+pub fn replay(wal: &Wal, sinks: &Sinks, registry: &StreamRegistry) -> Result<ReplayReport> {
     let mut streams: HashMap<u64, ReplayStream> = HashMap::new();
-    for frame in pod.wal.read_from(0)? {
+    for frame in wal.read_from(0)? {
         let frame = frame?;
         if frame.kind == KIND_STREAM_OPEN {
             let open = StreamOpen::decode(&frame.payload)?;
@@ -53,7 +57,7 @@ pub fn replay(pod: &Pod) -> Result<ReplayReport> {
     }
     let mut report = ReplayReport::default();
     let mut builders: HashMap<String, RecordBatchBuilder> = HashMap::new();
-    for frame in pod.wal.read_from(0)? {
+    for frame in wal.read_from(0)? {
         let frame = frame?;
         if frame.kind != KIND_RECORDS {
             continue;
@@ -67,7 +71,7 @@ pub fn replay(pod: &Pod) -> Result<ReplayReport> {
             );
             continue;
         };
-        let Some(sink) = pod.sinks.get(&stream.open.table) else {
+        let Some(sink) = sinks.get(&stream.open.table) else {
             continue; // table dropped
         };
         if frame.end_lsn <= sink.committed_lsn() {
@@ -113,15 +117,14 @@ pub fn replay(pod: &Pod) -> Result<ReplayReport> {
         report.rows += batch.num_rows();
         report.frames += 1;
         sink.append_replayed(batch, frame.end_lsn)?;
-        pod.streams.register(
+        registry.register(
             records.stream_key,
             &stream.open.table,
             stream.payload.clone(),
             stream.open_end_lsn,
             false,
         );
-        pod.streams
-            .records_logged(records.stream_key, frame.end_lsn);
+        registry.records_logged(records.stream_key, frame.end_lsn);
     }
     Ok(report)
 }

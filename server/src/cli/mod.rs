@@ -1,0 +1,112 @@
+//! The `sluice` command tree: one file per command group, each holding its
+//! clap arguments beside the code that runs them. `serve` starts a pod,
+//! `router` a router; `table`, `principal`, `grant`/`revoke` and `keys` are
+//! HTTP clients of a running pod ([`client`]); `doctor` checks this machine;
+//! `pod` and `cluster` talk to the meta store, `cluster up` starts a local
+//! cluster ([`cluster_up`]).
+
+mod client;
+mod cluster;
+mod cluster_up;
+mod doctor;
+mod keys;
+mod pod;
+mod principal;
+mod router;
+mod serve;
+mod table;
+mod upkeep;
+
+use clap::Subcommand;
+
+use client::ConnArgs;
+
+/// The commands of `sluice`.
+#[derive(Subcommand)]
+pub enum Command {
+    /// Run a pod: gRPC ingest and HTTP on one port.
+    Serve(Box<serve::ServeArgs>),
+    /// Manage tables of a running pod.
+    Table {
+        #[command(flatten)]
+        conn: ConnArgs,
+        #[command(subcommand)]
+        command: table::TableCommand,
+    },
+    /// Manage principals (OAuth clients) of a running pod.
+    Principal {
+        #[command(flatten)]
+        conn: ConnArgs,
+        #[command(subcommand)]
+        command: principal::PrincipalCommand,
+    },
+    /// Grant a privilege: `sluice grant MODIFY ON TABLE c.s.t TO NAME`.
+    Grant {
+        #[command(flatten)]
+        conn: ConnArgs,
+        /// MODIFY|SELECT[,…] ON TABLE catalog.schema.table TO NAME
+        #[arg(required = true, num_args = 1..)]
+        words: Vec<String>,
+    },
+    /// Revoke a privilege: `sluice revoke MODIFY ON TABLE c.s.t FROM NAME`.
+    Revoke {
+        #[command(flatten)]
+        conn: ConnArgs,
+        /// MODIFY|SELECT[,…] ON TABLE catalog.schema.table FROM NAME
+        #[arg(required = true, num_args = 1..)]
+        words: Vec<String>,
+    },
+    /// Manage token-signing keys.
+    Keys {
+        #[command(flatten)]
+        conn: ConnArgs,
+        #[command(subcommand)]
+        command: keys::KeysCommand,
+    },
+    /// Check that this machine's disks can keep Sluice's promises (WAL fdatasync latency,
+    /// bandwidth, free space; warehouse PUT/GET and put-if-absent); exits 1 on a failure.
+    Doctor(doctor::DoctorArgs),
+    /// Run a router: the producers' endpoint of a cluster; places each new stream on a pod.
+    Router(router::RouterArgs),
+    /// Operate on one pod of a cluster.
+    Pod {
+        #[command(subcommand)]
+        command: pod::PodCommand,
+    },
+    /// Look at or start a cluster.
+    Cluster {
+        #[command(subcommand)]
+        command: cluster::ClusterCommand,
+    },
+}
+
+impl Command {
+    /// Runs the command.
+    pub async fn run(self) -> anyhow::Result<()> {
+        match self {
+            Command::Serve(args) => serve::run(*args).await,
+            Command::Table { conn, command } => table::run(conn, command).await,
+            Command::Principal { conn, command } => principal::run(conn, command).await,
+            Command::Grant { conn, words } => principal::change_grants(conn, &words, true).await,
+            Command::Revoke { conn, words } => principal::change_grants(conn, &words, false).await,
+            Command::Keys { conn, command } => keys::run(conn, command).await,
+            Command::Doctor(args) => doctor::run(args).await,
+            Command::Router(args) => router::run(args).await,
+            Command::Pod { command } => pod::run(command).await,
+            Command::Cluster { command } => cluster::run(command).await,
+        }
+    }
+}
+
+/// Logs to stderr, filtered by `RUST_LOG` (default `info`); colours only on a
+/// terminal, so a log file or a collector gets plain text.
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        .init();
+}

@@ -1,0 +1,72 @@
+//! `sluice pod drain POD`: asks a pod, through the meta store, to drain, and
+//! waits until it has left the cluster.
+
+use std::time::Duration;
+
+use clap::Subcommand;
+use sluice_server::Result;
+
+use super::cluster::{connect_meta, meta_error};
+
+/// The commands on one pod of a cluster.
+#[derive(Subcommand)]
+pub enum PodCommand {
+    /// Drain a pod: it stops taking streams, moves its producers to other pods, commits
+    /// and exits with an empty WAL. Waits until it has left the cluster.
+    Drain {
+        /// Pod id (see `sluice cluster status`).
+        pod: String,
+        /// The meta store: etcd://HOST:PORT.
+        #[arg(long, env = "SLUICE_JOIN")]
+        join: String,
+        /// Return at once instead of waiting for the pod to leave.
+        #[arg(long)]
+        no_wait: bool,
+        /// Give up waiting after this long.
+        #[arg(long, default_value = "120s", value_parser = humantime::parse_duration)]
+        timeout: Duration,
+    },
+}
+
+/// Runs a pod command.
+pub async fn run(command: PodCommand) -> anyhow::Result<()> {
+    let PodCommand::Drain {
+        pod,
+        join,
+        no_wait,
+        timeout,
+    } = command;
+    let wait = (!no_wait).then_some(timeout);
+    let left = drain(&join, &pod, wait).await?;
+    if no_wait {
+        println!("drain of {pod} requested");
+    } else if left {
+        println!("{pod} drained and left the cluster");
+    } else {
+        anyhow::bail!("{pod} is still registered after {timeout:?}");
+    }
+    Ok(())
+}
+
+/// Asks pod `id` to drain; with `wait`, returns once it has left (or after `timeout`).
+pub async fn drain(join: &str, id: &str, wait: Option<Duration>) -> Result<bool> {
+    let meta = connect_meta(join).await?;
+    meta.request_drain(id).await.map_err(meta_error)?;
+    let Some(timeout) = wait else {
+        return Ok(false);
+    };
+    let deadline = tokio::time::Instant::now() + timeout;
+    while tokio::time::Instant::now() < deadline {
+        if !meta
+            .pods()
+            .await
+            .map_err(meta_error)?
+            .iter()
+            .any(|p| p.id == id)
+        {
+            return Ok(true);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(false)
+}

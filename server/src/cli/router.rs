@@ -1,0 +1,26 @@
+//! `sluice router`: the producers' endpoint of a cluster (the router crate's
+//! proxy), run until SIGINT/SIGTERM.
+
+/// The flags of `sluice router`.
+#[derive(clap::Args)]
+pub struct RouterArgs {
+    /// Address producers connect to (gRPC and HTTP).
+    #[arg(long, default_value = "127.0.0.1:50050")]
+    listen: std::net::SocketAddr,
+    /// The meta store: etcd://HOST:PORT[,HOST:PORT…].
+    #[arg(long, env = "SLUICE_JOIN")]
+    join: String,
+    /// Placement policy: p2c (default), least-loaded, round-robin, random.
+    #[arg(long, default_value = "p2c")]
+    placement: sluice_router::Policy,
+}
+
+/// Binds, connects to the meta store and proxies streams until a signal.
+pub async fn run(args: RouterArgs) -> anyhow::Result<()> {
+    super::init_tracing();
+    let shutdown = sluice_server::shutdown_signal();
+    let listener = sluice_router::proxy::bind(args.listen).await?;
+    let meta = sluice_router::Meta::connect(&args.join).await?;
+    sluice_router::proxy::run(listener, meta, args.placement, shutdown).await?;
+    Ok(())
+}

@@ -1,0 +1,209 @@
+//! `sluice table create|list|describe|drop|optimize|vacuum`: clients of the
+//! pod's Unity-Catalog-shaped tables API (`optimize` and `vacuum` are in
+//! [`super::upkeep`]).
+
+use std::time::Duration;
+
+use clap::Subcommand;
+use reqwest::Method;
+use serde_json::Value;
+use sluice_server::http::{column_infos, TableInfo};
+use sluice_server::sink::{rescued_data, system_columns};
+use sluice_server::{Result, ServerError};
+use sluice_zeroparser::TableSchema;
+
+use super::client::{parse_answer, Client, ConnArgs};
+
+/// The table commands.
+#[derive(Subcommand)]
+pub enum TableCommand {
+    /// Create catalog.schema.table with the given columns.
+    Create {
+        /// catalog.schema.table
+        name: String,
+        /// e.g. "id BIGINT NOT NULL, device STRING, tags ARRAY<STRING>"
+        #[arg(long)]
+        columns: String,
+        /// Where the Delta table lives (default: under the warehouse); a Delta
+        /// table already there with the same columns is attached, not created.
+        #[arg(long)]
+        location: Option<String>,
+        /// Delta table property KEY=VALUE (repeatable), e.g. delta.checkpointInterval=10.
+        #[arg(long = "property", value_parser = parse_property)]
+        properties: Vec<(String, String)>,
+        /// Add the system columns _sluice_stream_id, _sluice_offset, _sluice_ingested_at.
+        #[arg(long)]
+        system_columns: bool,
+        /// Add the _rescued_data column: record fields that do not fit the columns are kept
+        /// there as JSON text instead of failing the record.
+        #[arg(long)]
+        rescued_data: bool,
+    },
+    /// List tables.
+    List,
+    /// Show a table's columns and location.
+    Describe {
+        /// catalog.schema.table
+        name: String,
+        /// Print the Unity Catalog JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Drop a table and delete its data.
+    Drop {
+        /// catalog.schema.table
+        name: String,
+    },
+    /// Compact the table's small files now (runs beside ingest).
+    Optimize {
+        /// catalog.schema.table
+        name: String,
+    },
+    /// Delete files the table removed more than the retention period ago.
+    Vacuum {
+        /// catalog.schema.table
+        name: String,
+        /// e.g. 168h; default the table's delta.deletedFileRetentionDuration (7 days).
+        #[arg(long, value_parser = humantime::parse_duration)]
+        retention: Option<Duration>,
+    },
+}
+
+fn parse_property(text: &str) -> std::result::Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.trim().to_string())),
+        _ => Err("expected KEY=VALUE".into()),
+    }
+}
+
+/// Runs a table command against the pod of `conn`.
+pub async fn run(conn: ConnArgs, command: TableCommand) -> anyhow::Result<()> {
+    let client = conn.connect().await?;
+    match command {
+        TableCommand::Create {
+            name,
+            columns,
+            location,
+            mut properties,
+            system_columns,
+            rescued_data,
+        } => {
+            for (on, property) in [
+                (system_columns, system_columns::PROPERTY),
+                (rescued_data, rescued_data::PROPERTY),
+            ] {
+                if on {
+                    properties.push((property.to_string(), "true".to_string()));
+                }
+            }
+            let info = client
+                .create_table(&name, &columns, location.as_deref(), &properties)
+                .await?;
+            println!("created {}", info.full_name);
+            print!("{}", describe_text(&info));
+        }
+        TableCommand::List => {
+            for t in client.list_tables().await? {
+                println!("{}", t.full_name);
+            }
+        }
+        TableCommand::Describe { name, json } => {
+            let info = client.describe_table(&name).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&info)?);
+            } else {
+                print!("{}", describe_text(&info));
+            }
+        }
+        TableCommand::Drop { name } => {
+            client.drop_table(&name).await?;
+            println!("dropped {name}");
+        }
+        TableCommand::Optimize { name } => {
+            let report = client.optimize_table(&name).await?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+        }
+        TableCommand::Vacuum { name, retention } => {
+            let report = client.vacuum_table(&name, retention).await?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+        }
+    }
+    Ok(())
+}
+
+/// A request to the tables API: `path` is empty or `/NAME`.
+fn tables(client: &Client, method: Method, path: &str) -> reqwest::RequestBuilder {
+    client.api(method, &format!("/api/2.1/unity-catalog/tables{path}"))
+}
+
+impl Client {
+    /// Creates `name` with the columns given as SQL text.
+    pub async fn create_table(
+        &self,
+        name: &str,
+        columns: &str,
+        location: Option<&str>,
+        properties: &[(String, String)],
+    ) -> Result<TableInfo> {
+        let schema = TableSchema::parse(columns)
+            .map_err(|e| ServerError::InvalidArgument(format!("--columns: {e}")))?;
+        let mut body = serde_json::json!({
+            "name": name,
+            "table_type": "MANAGED",
+            "data_source_format": "DELTA",
+            "columns": column_infos(&schema)?,
+        });
+        if let Some(location) = location {
+            body["storage_location"] = serde_json::json!(location);
+        }
+        if !properties.is_empty() {
+            let map: serde_json::Map<String, Value> = properties
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                .collect();
+            body["properties"] = Value::Object(map);
+        }
+        let v = self
+            .send(tables(self, Method::POST, "").json(&body))
+            .await?;
+        parse_answer(v)
+    }
+
+    /// Lists tables.
+    pub async fn list_tables(&self) -> Result<Vec<TableInfo>> {
+        let v = self.send(tables(self, Method::GET, "")).await?;
+        parse_answer(v["tables"].clone())
+    }
+
+    /// Describes one table.
+    pub async fn describe_table(&self, name: &str) -> Result<TableInfo> {
+        let v = self
+            .send(tables(self, Method::GET, &format!("/{name}")))
+            .await?;
+        parse_answer(v)
+    }
+
+    /// Drops one table.
+    pub async fn drop_table(&self, name: &str) -> Result<()> {
+        self.send(tables(self, Method::DELETE, &format!("/{name}")))
+            .await?;
+        Ok(())
+    }
+}
+
+/// Human-readable description of a table.
+pub fn describe_text(info: &TableInfo) -> String {
+    let mut out = format!(
+        "{}\n  location: {}\n  columns:\n",
+        info.full_name, info.storage_location
+    );
+    for c in &info.columns {
+        out.push_str(&format!(
+            "    {} {}{}\n",
+            c.name,
+            c.type_text.to_ascii_uppercase(),
+            if c.nullable { "" } else { " NOT NULL" }
+        ));
+    }
+    out
+}

@@ -1,0 +1,116 @@
+//! The pod: the handles of everything one `sluice serve` process owns (catalog,
+//! auth, WAL, sinks, streams) and what the services ask of them. Its lifecycle
+//! (start-up with replay, graceful stop) is [`start`].
+
+mod start;
+
+use std::sync::Arc;
+
+use sluice_wal::Wal;
+use tokio::sync::Mutex as AsyncMutex;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::auth::Authenticator;
+use crate::catalog::{Catalog, TableEntry};
+use crate::cluster::load::{LoadCounters, LoadSource};
+use crate::config::ServeConfig;
+use crate::error::{Result, ServerError};
+use crate::journal::streams::StreamRegistry;
+use crate::sink::{open_table, SharedSink, Sinks, TableSink};
+use crate::warehouse::Warehouse;
+
+/// Everything a running pod owns.
+pub struct Pod {
+    /// Configuration it was started with.
+    pub config: ServeConfig,
+    /// Tables, principals, keys.
+    pub catalog: Arc<Catalog>,
+    /// Credential checks.
+    pub auth: Arc<Authenticator>,
+    /// The write-ahead log.
+    pub wal: Wal,
+    /// Table sinks.
+    pub sinks: Arc<Sinks>,
+    /// Streams with frames in the WAL.
+    pub streams: Arc<StreamRegistry>,
+    /// Where tables live.
+    pub warehouse: Warehouse,
+    /// Cancelled when the pod starts shutting down.
+    pub shutdown: CancellationToken,
+    /// The stream tasks, awaited at shutdown.
+    pub stream_tasks: TaskTracker,
+    /// Serializes catalog changes (create/drop).
+    pub ddl: AsyncMutex<()>,
+    /// Cancelled when the pod starts draining: streams get `CloseStreamSignal`.
+    pub draining: CancellationToken,
+    /// Ingress counters for the load report.
+    pub load: Arc<LoadCounters>,
+}
+
+impl Pod {
+    /// Whether shutdown has begun.
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutdown.is_cancelled()
+    }
+
+    /// How long streams get to move away when the pod drains (0 on a single node).
+    pub fn drain_grace(&self) -> std::time::Duration {
+        self.config
+            .cluster
+            .as_ref()
+            .map(|c| c.drain_grace)
+            .unwrap_or_default()
+    }
+
+    /// What the cluster's load report reads from this pod.
+    pub fn load_source(&self) -> LoadSource {
+        LoadSource {
+            counters: self.load.clone(),
+            wal: self.wal.clone(),
+            sinks: self.sinks.clone(),
+            streams: self.streams.clone(),
+        }
+    }
+
+    /// The sink of `table`. A table another pod created after this one started
+    /// (cluster mode: the catalog is shared) gets its sink opened on first use.
+    pub async fn sink_for(&self, table: &str) -> Result<Option<SharedSink>> {
+        if let Some(sink) = self.sinks.get(table) {
+            return Ok(Some(sink));
+        }
+        let Some(entry) = self.catalog.table(table)? else {
+            return Ok(None);
+        };
+        let _ddl = self.ddl.lock().await;
+        if let Some(sink) = self.sinks.get(table) {
+            return Ok(Some(sink));
+        }
+        let sink =
+            Arc::new(open_sink(&self.warehouse, &entry, &self.wal, self.config.flush_bytes).await?);
+        self.sinks.insert(sink.clone())?;
+        tracing::info!(table = %entry.full_name, "opened the sink of a table created elsewhere");
+        Ok(Some(sink))
+    }
+}
+
+/// Opens the Delta table of a catalog entry as a sink.
+pub async fn open_sink(
+    warehouse: &Warehouse,
+    entry: &TableEntry,
+    wal: &Wal,
+    flush_bytes: usize,
+) -> Result<TableSink> {
+    let url = url::Url::parse(&entry.storage_location)
+        .map_err(|e| ServerError::Internal(format!("bad location of {}: {e}", entry.full_name)))?;
+    let (delta, committed) = open_table(warehouse.open(&url).await?, wal.id()).await?;
+    Ok(TableSink::new(
+        entry.full_name.clone(),
+        entry.schema()?,
+        delta,
+        wal.clone(),
+        committed,
+        flush_bytes,
+        entry.added_columns(),
+    ))
+}

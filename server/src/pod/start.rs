@@ -1,0 +1,149 @@
+//! A pod's lifecycle. Start: open the catalog, create the admin principal on
+//! first start, open the WAL, open every table's Delta log to learn how far
+//! this WAL is committed, replay the rest, commit; then it serves. Stop: let
+//! streams ack and end, commit every memtable, close (after a drain: delete)
+//! the WAL.
+
+use std::sync::Arc;
+
+use sluice_wal::{Durability, Wal, WalOptions};
+use tokio::sync::Mutex as AsyncMutex;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::{open_sink, Pod};
+use crate::auth::bootstrap::bootstrap_admin;
+use crate::auth::Authenticator;
+use crate::catalog::{Catalog, EtcdStore};
+use crate::cluster::load::LoadCounters;
+use crate::config::{AuthMode, ServeConfig};
+use crate::error::{Result, ServerError};
+use crate::journal::{replay, StreamRegistry};
+use crate::sink::Sinks;
+use crate::warehouse::Warehouse;
+
+impl Pod {
+    /// Starts a pod: recovery included, ready to serve when this returns.
+    pub async fn start(config: ServeConfig) -> Result<Arc<Pod>> {
+        config.sanitize()?;
+        std::fs::create_dir_all(&config.data_dir)
+            .map_err(|e| ServerError::io(format!("creating {}", config.data_dir.display()), e))?;
+        let catalog = Arc::new(open_catalog(&config).await?);
+        if config.auth == AuthMode::OAuth {
+            bootstrap_admin(&catalog, &config)?;
+        } else {
+            tracing::warn!(
+                "AUTHENTICATION IS OFF (--auth none): anyone who can reach {} can write to every table",
+                config.listen
+            );
+        }
+        let auth = Arc::new(Authenticator::new(
+            config.auth,
+            catalog.clone(),
+            config.token_ttl,
+        )?);
+        let wal = open_wal(&config)?;
+        let warehouse = Warehouse::parse(
+            config.warehouse.as_deref(),
+            &config.data_dir.join("warehouse"),
+            &config.s3,
+        )?;
+        let streams = Arc::new(StreamRegistry::default());
+        let sinks = Sinks::new(
+            wal.clone(),
+            config.flush_interval,
+            config.upkeep.clone(),
+            streams.clone(),
+        );
+        for entry in catalog.tables()? {
+            let sink = open_sink(&warehouse, &entry, &wal, config.flush_bytes).await?;
+            sinks.insert(Arc::new(sink))?;
+        }
+        let replayed = replay(&wal, &sinks, &streams)?;
+        if replayed.rows > 0 {
+            tracing::info!(
+                rows = replayed.rows,
+                frames = replayed.frames,
+                "replayed WAL records not yet in Delta"
+            );
+        }
+        sinks.flush_all().await?;
+        Ok(Arc::new(Pod {
+            config,
+            catalog,
+            auth,
+            wal,
+            sinks,
+            streams,
+            warehouse,
+            shutdown: CancellationToken::new(),
+            stream_tasks: TaskTracker::new(),
+            ddl: AsyncMutex::new(()),
+            draining: CancellationToken::new(),
+            load: Arc::new(LoadCounters::default()),
+        }))
+    }
+
+    /// Graceful stop: streams ack what is durable and end, every memtable is
+    /// committed, the WAL is closed. After a drain (`drained`), the WAL, whose
+    /// every frame is then in Delta, is deleted.
+    pub async fn stop(&self, drained: bool) -> Result<()> {
+        self.shutdown.cancel();
+        self.stream_tasks.close();
+        self.stream_tasks.wait().await;
+        let rows = self.sinks.flush_all().await?;
+        self.sinks.stop().await;
+        let mut all_committed = self.wal.queued_bytes() == 0;
+        for sink in self.sinks.all() {
+            all_committed &= !sink.has_pending()?;
+        }
+        if drained && all_committed {
+            let segments = self.wal.close_and_delete()?;
+            tracing::info!(
+                rows,
+                segments,
+                "pod drained; memtables committed; WAL empty (deleted)"
+            );
+        } else {
+            self.wal.close()?;
+            tracing::info!(rows, "pod stopped; memtables committed");
+        }
+        Ok(())
+    }
+}
+
+/// The catalog: in etcd when the pod joins a cluster, else in the data dir.
+async fn open_catalog(config: &ServeConfig) -> Result<Catalog> {
+    match &config.cluster {
+        Some(cluster) => {
+            let join = cluster.join.clone();
+            let store = tokio::task::spawn_blocking(move || EtcdStore::connect(&join))
+                .await
+                .map_err(|e| ServerError::Internal(format!("catalog connect task: {e}")))??;
+            Catalog::with_store(Box::new(store))
+        }
+        None => Catalog::open(&config.data_dir),
+    }
+}
+
+/// The WAL in `<data-dir>/wal`, recovered up to its last whole frame.
+fn open_wal(config: &ServeConfig) -> Result<Wal> {
+    let mut wal_options = WalOptions::new(config.data_dir.join("wal"));
+    wal_options.segment_bytes = config.wal_segment_bytes;
+    wal_options.prepare_segments = config.wal_prepare_segments;
+    wal_options.durability = if config.wal_fsync {
+        Durability::Fsync
+    } else {
+        Durability::UnsafeNoSync
+    };
+    let (wal, recovered) = Wal::open(wal_options)?;
+    tracing::info!(
+        wal_id = wal.id(),
+        start = recovered.start_lsn,
+        end = recovered.end_lsn,
+        segments = recovered.segments,
+        truncated_bytes = recovered.truncated_bytes,
+        "write-ahead log opened"
+    );
+    Ok(wal)
+}
