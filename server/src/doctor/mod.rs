@@ -74,8 +74,11 @@ impl DoctorOptions {
 /// Outcome of one check.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
+    /// Within the healthy range.
     Pass,
+    /// Works, but outside the healthy range (shown as `WARN`).
     Warn,
+    /// Broken or far outside the range (shown as `FAIL`; exit code 1).
     Fail,
 }
 
@@ -114,9 +117,13 @@ impl Verdict {
 /// One row of the report.
 #[derive(Clone, Debug)]
 pub struct Check {
+    /// What was checked, e.g. `fdatasync p99`.
     pub name: String,
+    /// What was measured, with its unit.
     pub measured: String,
+    /// The healthy range.
     pub expected: String,
+    /// How the measurement compares with the range.
     pub verdict: Verdict,
 }
 
@@ -139,6 +146,7 @@ impl Check {
 /// Every check, in the order they ran.
 #[derive(Clone, Debug, Default)]
 pub struct Report {
+    /// The rows, in the order they ran.
     pub checks: Vec<Check>,
 }
 
