@@ -40,7 +40,7 @@
 //! the written data in a segment; to keep that marker unambiguous, a frame of kind 0 with an
 //! empty payload is refused at append (see [`is_end_marker_frame`]).
 
-use crate::Lsn;
+use crate::lsn::Lsn;
 
 /// Magic number at the start of every segment.
 pub(crate) const MAGIC: &[u8; 8] = b"SLUICEWL";

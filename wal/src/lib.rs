@@ -49,19 +49,19 @@ mod error;
 mod format;
 mod fs;
 mod identity;
+mod lsn;
 mod options;
 mod reader;
 mod recovery;
 mod segment;
 mod spare;
 mod state;
+mod sync;
 mod wal;
 mod writer;
 
-/// Logical byte position in the log; continuous across segments.
-pub type Lsn = u64;
-
 pub use error::{Result, WalError};
+pub use lsn::Lsn;
 pub use options::{Durability, RecoveryMode, WalOptions};
 pub use reader::Frame;
 pub use recovery::Recovered;

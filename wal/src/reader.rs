@@ -13,8 +13,8 @@ use crate::env::FileSystem;
 use crate::error::{Result, WalError};
 use crate::format::{frame_len, FrameHeader, SegmentHeader, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
 use crate::fs;
+use crate::lsn::Lsn;
 use crate::segment::SegmentMeta;
-use crate::Lsn;
 
 /// One frame read back from the log.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -50,9 +50,9 @@ use crate::format::{
     decode_frame, Decoded, SegmentHeader, FRAME_HEADER_LEN, MAX_BATCH_BYTES, SEGMENT_HEADER_LEN,
 };
 use crate::fs;
+use crate::lsn::Lsn;
 use crate::options::RecoveryMode;
 use crate::segment::{list_segments, SegmentMeta};
-use crate::Lsn;
 
 /// What [`crate::Wal::open`] found on disk.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -12,8 +12,8 @@ use crate::env::{FileSystem, WritableFile};
 use crate::error::Result;
 use crate::format::{SegmentHeader, SEGMENT_HEADER_LEN};
 use crate::fs;
+use crate::lsn::Lsn;
 use crate::spare::Spare;
-use crate::Lsn;
 
 /// File name extension of segments.
 const EXTENSION: &str = ".wal";

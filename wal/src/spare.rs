@@ -46,7 +46,7 @@ use std::thread::JoinHandle;
 use crate::env::{FileSystem, WritableFile};
 use crate::error::{Result, WalError};
 use crate::fs;
-use crate::state::lock;
+use crate::sync::lock;
 
 /// File name prefix and suffix of prepared segments.
 const PREFIX: &str = "prepared-";

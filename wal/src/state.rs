@@ -6,13 +6,14 @@
 //! `watch::Sender`); when it exits, receivers see the channel closed and keep the last value.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use tokio::sync::Semaphore;
 
 use crate::error::WalError;
+use crate::lsn::Lsn;
 use crate::segment::SegmentMeta;
-use crate::Lsn;
+use crate::sync::lock;
 
 /// What [`crate::Wal::subscribe`] publishes after every batch.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -107,9 +108,4 @@ impl Shared {
     pub(crate) fn failure_error(&self) -> Option<WalError> {
         self.failure.get().map(Failure::to_error)
     }
-}
-
-/// Locks a mutex, ignoring poisoning: every critical section leaves the data consistent.
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }

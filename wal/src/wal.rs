@@ -20,14 +20,15 @@ use crate::error::{Result, WalError};
 use crate::format::{frame_len, is_end_marker_frame};
 use crate::fs;
 use crate::identity;
+use crate::lsn::Lsn;
 use crate::options::WalOptions;
 use crate::reader::{Frame, FrameReader};
 use crate::recovery::{self, Outcome, Recovered};
 use crate::segment::{list_segments, ActiveSegment};
 use crate::spare::{self, Preparer};
-use crate::state::{lock, DurableState, Shared};
+use crate::state::{DurableState, Shared};
+use crate::sync::lock;
 use crate::writer::{Command, Pending, Writer};
-use crate::Lsn;
 
 /// Queue space for one frame, from [`Wal::reserve`]. Hand it to [`Wal::append`]; dropping
 /// it instead gives the space back.

@@ -51,11 +51,12 @@ use crate::error::{Result, WalError};
 use crate::format::{
     frame_len, FrameHeader, FRAME_HEADER_LEN, MAX_BATCH_BYTES, SEGMENT_HEADER_LEN,
 };
+use crate::lsn::Lsn;
 use crate::options::Durability;
 use crate::segment::ActiveSegment;
 use crate::spare::Preparer;
-use crate::state::{lock, DurableState, Failure, Shared};
-use crate::Lsn;
+use crate::state::{DurableState, Failure, Shared};
+use crate::sync::lock;
 
 /// First wait before retrying a write that hit a full disk; doubles up to the maximum.
 pub(crate) const NO_SPACE_RETRY_MIN: Duration = Duration::from_millis(10);

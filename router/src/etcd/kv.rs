@@ -8,7 +8,7 @@ use sluice_proto::etcd::etcdserverpb::{
     TxnResponse,
 };
 
-use super::EtcdClient;
+use super::client::EtcdClient;
 use crate::error::{Result, RouterError};
 
 impl EtcdClient {

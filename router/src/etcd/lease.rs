@@ -5,7 +5,7 @@ use sluice_proto::etcd::etcdserverpb::{
     LeaseGrantRequest, LeaseKeepAliveRequest, LeaseRevokeRequest,
 };
 
-use super::EtcdClient;
+use super::client::EtcdClient;
 use crate::error::{Result, RouterError};
 
 impl EtcdClient {

@@ -8,7 +8,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Streaming;
 
-use super::EtcdClient;
+use super::client::EtcdClient;
 use crate::error::{Result, RouterError};
 
 /// The events of one watch, as etcd sends them.

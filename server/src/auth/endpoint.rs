@@ -16,7 +16,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
 
-use super::{form, Authenticator};
+use super::authenticator::Authenticator;
+use super::form;
 use crate::catalog::{PrincipalEntry, Privilege};
 use crate::error::ServerError;
 

@@ -7,10 +7,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::access::require_admin;
 use super::policy::{
     added_columns, attach_url, delta_columns, delta_configuration, parse_columns, split_name,
 };
-use super::require_admin;
 use crate::auth::Caller;
 use crate::catalog::{now_millis, TableEntry};
 use crate::error::{Result, ServerError};

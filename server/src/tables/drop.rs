@@ -4,7 +4,7 @@
 use futures::TryStreamExt;
 use object_store::ObjectStoreExt;
 
-use super::require_admin;
+use super::access::require_admin;
 use crate::auth::Caller;
 use crate::error::{Result, ServerError};
 use crate::pod::Pod;

@@ -5,7 +5,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, IoSlice, Read};
 use std::path::{Path, PathBuf};
 
-use super::{FileSystem, WritableFile};
+use super::file::{FileSystem, WritableFile};
 
 /// The operating system's file system. Stateless; cheap to share.
 #[derive(Clone, Copy, Debug, Default)]

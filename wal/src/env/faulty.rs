@@ -21,7 +21,8 @@ use std::io::{self, IoSlice, Read};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use super::{DefaultFileSystem, FileSystem, WritableFile};
+use super::default::DefaultFileSystem;
+use super::file::{FileSystem, WritableFile};
 
 /// A [`FileSystem`] that injects faults; clones share one state.
 #[derive(Clone, Default)]

@@ -24,43 +24,12 @@
 //! writes, `EIO`/`ENOSPC` on write, `EIO` on `fdatasync`, `ENOSPC` on create, and a power
 //! cut that drops every write made since the file's last successful `fdatasync`.
 
-use std::io::{self, IoSlice, Read};
-use std::path::{Path, PathBuf};
-
 mod default;
 #[cfg(feature = "failpoints")]
 mod faulty;
+mod file;
 
 pub use default::DefaultFileSystem;
 #[cfg(feature = "failpoints")]
 pub use faulty::FaultyFileSystem;
-
-/// A file opened for appending frames: the log's active segment.
-pub trait WritableFile: Send {
-    /// One `pwritev` at file offset `offset`: writes a prefix of `bufs` and returns its
-    /// length, which may be short.
-    fn write_vectored_at(&mut self, bufs: &[IoSlice<'_>], offset: u64) -> io::Result<usize>;
-    /// `fdatasync`. After an error the file's unsynced pages may be lost: the log never
-    /// retries it.
-    fn sync_data(&mut self) -> io::Result<()>;
-}
-
-/// Every file-system operation the log performs on its segments.
-pub trait FileSystem: Send + Sync + 'static {
-    /// Paths of the entries of `dir`.
-    fn list_dir(&self, dir: &Path) -> io::Result<Vec<PathBuf>>;
-    /// Creates (or truncates) `path` and allocates `len` zero bytes to it.
-    fn create_preallocated(&self, path: &Path, len: u64) -> io::Result<Box<dyn WritableFile>>;
-    /// Opens `path` for sequential reading.
-    fn open_read(&self, path: &Path) -> io::Result<Box<dyn Read + Send>>;
-    /// The whole content of `path`.
-    fn read_file(&self, path: &Path) -> io::Result<Vec<u8>>;
-    /// Cuts `path` to `len` bytes and fsyncs it.
-    fn truncate(&self, path: &Path, len: u64) -> io::Result<()>;
-    /// Removes the file at `path` (durable only after [`FileSystem::sync_dir`]).
-    fn remove_file(&self, path: &Path) -> io::Result<()>;
-    /// Renames `from` to `to`, replacing `to` (durable only after [`FileSystem::sync_dir`]).
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
-    /// fsyncs the directory itself.
-    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
-}
+pub use file::{FileSystem, WritableFile};
