@@ -100,8 +100,8 @@ def test_the_autoscaler_uses_cpu_and_the_load_score_the_pods_export():
     kinds = {m["type"]: m for m in hpa["spec"]["metrics"]}
     assert kinds["Resource"]["resource"]["name"] == "cpu"
     metric = kinds["Pods"]["pods"]["metric"]["name"]
-    source = (ROOT / "server" / "src" / "pod.rs").read_text()
-    assert f'"{metric}"' in source, f"no pod exports {metric}"
+    sources = [p.read_text() for p in (ROOT / "server" / "src").rglob("*.rs")]
+    assert any(f'gauge!("{metric}")' in s for s in sources), f"no pod exports {metric}"
     assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "sluice"}
 
 
