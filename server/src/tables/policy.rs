@@ -88,8 +88,25 @@ pub fn delta_configuration(
 }
 
 /// The URL of an explicit `storage_location`: same scheme as the warehouse
-/// `root` (its storage options must fit), ending with `/`.
+/// `root` (its storage options must fit), ending with `/`. An absolute local
+/// path (`/data/t`) is taken as the `file://` URL of that directory; a relative
+/// path is refused (it would be relative to the server's working directory,
+/// not the caller's).
 pub fn attach_url(root: &url::Url, location: &str) -> Result<url::Url> {
+    if location.starts_with('/') {
+        let url = url::Url::from_directory_path(location).map_err(|()| {
+            ServerError::InvalidArgument(format!(
+                "storage_location `{location}`: not a usable path"
+            ))
+        })?;
+        return attach_url(root, url.as_str());
+    }
+    if !location.contains("://") {
+        return Err(ServerError::InvalidArgument(format!(
+            "storage_location `{location}` is neither a URL nor an absolute path \
+             (give s3://bucket/prefix, file:///dir or /dir)"
+        )));
+    }
     let with_slash = if location.ends_with('/') {
         location.to_string()
     } else {
@@ -224,7 +241,29 @@ mod tests {
         ));
         assert!(matches!(
             attach_url(&root, "not a url"),
-            Err(ServerError::InvalidArgument(_))
+            Err(ServerError::InvalidArgument(m)) if m.contains("neither a URL nor an absolute path")
+        ));
+    }
+
+    #[test]
+    fn an_absolute_path_is_the_file_url_of_that_directory_and_a_relative_one_is_refused() {
+        let root = url::Url::parse("file:///srv/warehouse/").expect("url");
+        assert_eq!(
+            attach_url(&root, "/data/t").map(|u| u.to_string()).ok(),
+            Some("file:///data/t/".to_string())
+        );
+        assert_eq!(
+            attach_url(&root, "/data/t/").map(|u| u.to_string()).ok(),
+            Some("file:///data/t/".to_string())
+        );
+        assert!(matches!(
+            attach_url(&root, "data/t"),
+            Err(ServerError::InvalidArgument(m)) if m.contains("absolute path")
+        ));
+        let s3 = url::Url::parse("s3://bucket/w/").expect("url");
+        assert!(matches!(
+            attach_url(&s3, "/data/t"),
+            Err(ServerError::InvalidArgument(m)) if m.contains("not on the warehouse's store (s3)")
         ));
     }
 }
