@@ -272,6 +272,20 @@ async fn persistent_stream_refusals_have_their_statuses() {
         &json_id,
     );
 
+    // A resume on a new connection ends the older one (ABORTED) and takes over.
+    let (older, busy_id) = create_stream(call(&server, t, &admin), t).await;
+    assert!(older.send((0..5).map(record)).await);
+    wait_acked(&older, 4).await;
+    let (newer, watermark) = resume_stream(call(&server, t, &admin), &busy_id).await;
+    assert_eq!(watermark, Some(4));
+    refused(
+        "persistent stream: resumed on another connection",
+        older.finish().await.map_or(Ok(()), Err),
+        Code::Aborted,
+        "resumed on another connection",
+    );
+    assert_eq!(newer.finish().await.map(|s| s.code()), None);
+
     // A stream held by another pod (single node: the registry names another owner).
     server.terminate();
     let path = dir.path().join("persistent-streams.json");
