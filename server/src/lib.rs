@@ -22,6 +22,7 @@ pub mod limits;
 pub mod listener;
 pub mod metrics_export;
 pub mod pod;
+pub mod pstreams;
 pub mod server;
 pub mod sink;
 pub mod tables;

@@ -1,9 +1,9 @@
 //! The official Rust SDK 3.0.0 `PersistentStream` (feature `eos`) against a real
 //! `sluice serve`.
 //!
-//! TODAY Sluice answers `PersistentStream` with UNIMPLEMENTED (issue 20 builds it). The test
-//! below is the exactly-once scenario to run once it is served; until then it checks today's
-//! answer. To flip it, set [`PERSISTENT_STREAMS_SERVED`] to `true` — nothing else changes.
+//! Sluice serves `PersistentStream` on a single pod (issue 20), so the switch
+//! [`PERSISTENT_STREAMS_SERVED`] is `true`: the exactly-once create → close → resume flow.
+//! `false` would check the UNIMPLEMENTED answer of Sluice before issue 20.
 
 use std::time::Duration;
 
@@ -11,10 +11,10 @@ use databricks_zerobus_ingest_sdk::{GrpcCode, ZerobusError, ZerobusSdk};
 use sluice_interop_sdk3::delta::{expected_notes, note, read_notes_when, NOTES_COLUMNS};
 use sluice_interop_sdk3::sluice::{Sluice, CLIENT_ID, CLIENT_SECRET};
 
-/// EXPECTATION SWITCH. `false`: Sluice refuses persistent streams (UNIMPLEMENTED), today's
-/// answer. `true`: the full create → ingest → close → resume → ingest flow, every record
+/// EXPECTATION SWITCH. `false`: Sluice refuses persistent streams (UNIMPLEMENTED), the
+/// answer before issue 20. `true`: the full create → ingest → close → resume → ingest flow, every record
 /// exactly once in Delta.
-const PERSISTENT_STREAMS_SERVED: bool = false;
+const PERSISTENT_STREAMS_SERVED: bool = true;
 
 const TABLE: &str = "main.interop.persistent";
 

@@ -7,6 +7,7 @@
 //! are an in-process counter.
 
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
 
@@ -54,7 +55,7 @@ impl CatalogStore for FileStore {
         if self.revision.load(Ordering::Acquire) != expected {
             return Ok(None);
         }
-        persist(&self.path, bytes)?;
+        persist_file(&self.path, bytes, 0o666)?;
         let next = expected + 1;
         self.revision.store(next, Ordering::Release);
         Ok(Some(next))
@@ -69,10 +70,24 @@ impl CatalogStore for FileStore {
     }
 }
 
-fn persist(path: &Path, bytes: &[u8]) -> Result<()> {
+/// Replaces the JSON file at `path` with `bytes` atomically: a temporary file created with
+/// `mode` (less the umask), fsync'd, renamed over `path`, then the directory fsync'd.
+pub(crate) fn persist_file(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
     let tmp = path.with_extension("json.tmp");
     let ctx = |what: &str| format!("{what} {}", tmp.display());
-    let mut file = std::fs::File::create(&tmp).map_err(|e| ServerError::io(ctx("creating"), e))?;
+    // A leftover temporary file would keep its old mode.
+    match std::fs::remove_file(&tmp) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(ServerError::io(ctx("removing"), e))
+        }
+        _ => {}
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(&tmp)
+        .map_err(|e| ServerError::io(ctx("creating"), e))?;
     file.write_all(bytes)
         .map_err(|e| ServerError::io(ctx("writing"), e))?;
     file.sync_all()

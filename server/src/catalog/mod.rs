@@ -17,6 +17,7 @@ mod file_store;
 mod store;
 
 pub use etcd_store::EtcdStore;
+pub(crate) use file_store::persist_file;
 pub use file_store::FileStore;
 pub use store::{CatalogStore, Stored};
 

@@ -130,7 +130,8 @@ impl Acks {
             if lsn > state.durable {
                 break;
             }
-            top = Some(offset);
+            // Max: a resent record's ack (LSN 0) may sit behind newer frames.
+            top = top.max(Some(offset));
             self.inflight_bytes = self.inflight_bytes.saturating_sub(bytes);
             self.pending.pop_front();
         }

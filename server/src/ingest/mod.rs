@@ -3,6 +3,8 @@
 mod acks;
 mod inbound;
 mod open;
+mod persistent;
+mod persistent_open;
 mod request;
 mod run;
 mod service;

@@ -1,5 +1,7 @@
 //! Stream set-up: validates a `CreateIngestStreamRequest` against the caller,
-//! the catalog and the table schema, and logs the stream-open frame.
+//! the catalog and the table schema, and logs the stream-open frame. The
+//! pieces (table name, record type, descriptor, open frame) are shared with
+//! the set-up of persistent streams (`persistent_open`).
 
 use std::sync::Arc;
 
@@ -23,6 +25,8 @@ pub struct OpenedStream {
     pub sink: SharedSink,
     /// Checks the stream's requests and parses them into the table's rows.
     pub parser: RequestParser,
+    /// The persistent stream this connection writes (None: ephemeral).
+    pub persistent: Option<Arc<str>>,
 }
 
 /// Validates the request and logs the stream-open frame.
@@ -32,6 +36,32 @@ pub async fn open_stream(
     header_table: Option<&str>,
     create: CreateIngestStreamRequest,
 ) -> Result<OpenedStream> {
+    let checked = check_create(pod, caller, header_table, create).await?;
+    log_open(pod, checked, None).await
+}
+
+/// A create request checked against the caller, the catalog and the table.
+pub struct CheckedCreate {
+    /// Full table name (lower case).
+    pub table: String,
+    /// The table's sink.
+    pub sink: SharedSink,
+    /// Record encoding.
+    pub format: RecordFormat,
+    /// The compiled descriptor (PROTO streams).
+    pub plan: Option<ProtoPlan>,
+    /// The encoded descriptor (empty for JSON).
+    pub descriptor: Vec<u8>,
+}
+
+/// Checks a create request: table name (and the table header), MODIFY on the
+/// table, the table exists, the record type, the descriptor fits the table.
+pub async fn check_create(
+    pod: &Pod,
+    caller: &Caller,
+    header_table: Option<&str>,
+    create: CreateIngestStreamRequest,
+) -> Result<CheckedCreate> {
     let table = create
         .table_name
         .as_deref()
@@ -39,58 +69,94 @@ pub async fn open_stream(
         .filter(|t| !t.is_empty())
         .ok_or_else(|| ServerError::InvalidArgument("create_stream: table_name is missing".into()))?
         .to_ascii_lowercase();
-    if let Some(header) = header_table {
-        if header != table {
-            return Err(ServerError::InvalidArgument(format!(
-                "create_stream: table_name `{table}` differs from the {} header `{header}`",
-                crate::auth::TABLE_HEADER
-            )));
-        }
-    }
+    check_header(header_table, &table, "create_stream")?;
     pod.auth.authorize_write(caller, &table)?;
-    let sink = pod
-        .sink_for(&table)
-        .await?
-        .ok_or_else(|| ServerError::NotFound(format!("table `{table}` does not exist")))?;
-    let format = match create.record_type {
-        None => RecordFormat::Proto,
-        Some(v) => match RecordType::try_from(v) {
-            Ok(RecordType::Proto) => RecordFormat::Proto,
-            Ok(RecordType::Json) => RecordFormat::Json,
-            Ok(RecordType::Avro) => return Err(ServerError::Unimplemented(
-                "create_stream: AVRO records are not supported by Sluice yet; use PROTO or JSON"
-                    .into(),
-            )),
-            Ok(RecordType::Unspecified) => {
-                return Err(ServerError::InvalidArgument(
-                    "create_stream: record_type is RECORD_TYPE_UNSPECIFIED; set PROTO or JSON"
-                        .into(),
-                ))
-            }
-            Err(_) => {
-                return Err(ServerError::InvalidArgument(format!(
-                    "create_stream: unknown record_type {v}"
-                )))
-            }
-        },
-    };
+    let sink = table_sink(pod, &table).await?;
+    let format = record_format(create.record_type, "create_stream")?;
     let (plan, descriptor) = match format {
         RecordFormat::Proto => {
-            let descriptor = create.descriptor_proto.unwrap_or_default();
+            let descriptor = create.descriptor_proto.unwrap_or_default().to_vec();
             if descriptor.is_empty() {
                 return Err(ServerError::InvalidArgument(
                     "create_stream: descriptor_proto is required for PROTO streams".into(),
                 ));
             }
-            let plan = ProtoPlan::compile(&descriptor, sink.schema()).map_err(|e| {
-                ServerError::InvalidArgument(format!(
-                    "create_stream: descriptor does not fit table `{table}`: {e}"
-                ))
-            })?;
-            (Some(plan), descriptor.to_vec())
+            let plan = compile(&descriptor, &sink, "create_stream")?;
+            (Some(plan), descriptor)
         }
         RecordFormat::Json => (None, Vec::new()),
     };
+    Ok(CheckedCreate {
+        table,
+        sink,
+        format,
+        plan,
+        descriptor,
+    })
+}
+
+/// INVALID_ARGUMENT when the table header names another table than `table`.
+pub fn check_header(header_table: Option<&str>, table: &str, what: &str) -> Result<()> {
+    match header_table {
+        Some(header) if header != table => Err(ServerError::InvalidArgument(format!(
+            "{what}: table `{table}` differs from the {} header `{header}`",
+            crate::auth::TABLE_HEADER
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// The sink of `table`; NOT_FOUND when the table does not exist.
+pub async fn table_sink(pod: &Pod, table: &str) -> Result<SharedSink> {
+    pod.sink_for(table)
+        .await?
+        .ok_or_else(|| ServerError::NotFound(format!("table `{table}` does not exist")))
+}
+
+/// The record format a request's `record_type` names (absent: PROTO).
+pub fn record_format(record_type: Option<i32>, what: &str) -> Result<RecordFormat> {
+    let Some(v) = record_type else {
+        return Ok(RecordFormat::Proto);
+    };
+    match RecordType::try_from(v) {
+        Ok(RecordType::Proto) => Ok(RecordFormat::Proto),
+        Ok(RecordType::Json) => Ok(RecordFormat::Json),
+        Ok(RecordType::Avro) => Err(ServerError::Unimplemented(format!(
+            "{what}: AVRO records are not supported by Sluice yet; use PROTO or JSON"
+        ))),
+        Ok(RecordType::Unspecified) => Err(ServerError::InvalidArgument(format!(
+            "{what}: record_type is RECORD_TYPE_UNSPECIFIED; set PROTO or JSON"
+        ))),
+        Err(_) => Err(ServerError::InvalidArgument(format!(
+            "{what}: unknown record_type {v}"
+        ))),
+    }
+}
+
+/// Compiles `descriptor` against the table of `sink`.
+pub fn compile(descriptor: &[u8], sink: &SharedSink, what: &str) -> Result<ProtoPlan> {
+    ProtoPlan::compile(descriptor, sink.schema()).map_err(|e| {
+        ServerError::InvalidArgument(format!(
+            "{what}: descriptor does not fit table `{}`: {e}",
+            sink.name()
+        ))
+    })
+}
+
+/// Logs the stream-open frame of a checked stream (of persistent stream
+/// `persistent`, if any) and returns the opened stream.
+pub async fn log_open(
+    pod: &Pod,
+    checked: CheckedCreate,
+    persistent: Option<Arc<str>>,
+) -> Result<OpenedStream> {
+    let CheckedCreate {
+        table,
+        sink,
+        format,
+        plan,
+        descriptor,
+    } = checked;
     let builder = sink.batch_builder()?;
     let key = rand::random::<u64>();
     let open = StreamOpen {
@@ -98,6 +164,7 @@ pub async fn open_stream(
         table: table.clone(),
         format,
         descriptor,
+        persistent_id: persistent.as_deref().map(str::to_string),
     };
     let payload = Arc::new(open.encode());
     let lsn = sink
@@ -106,8 +173,12 @@ pub async fn open_stream(
     pod.streams.register(key, &table, payload, lsn, true);
     Ok(OpenedStream {
         key,
-        stream_id: crate::sink::system_columns::stream_id(key),
+        stream_id: match &persistent {
+            Some(id) => id.to_string(),
+            None => crate::sink::system_columns::stream_id(key),
+        },
         sink,
         parser: RequestParser::new(format, plan, builder, pod.config.limits.max_record_bytes),
+        persistent,
     })
 }

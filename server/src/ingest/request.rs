@@ -1,6 +1,9 @@
 //! One stream's requests, checked and parsed: offsets must start at 0 and grow
 //! by 1, records must fit `--max-record-bytes` and the stream's format, and
 //! each record's row goes into the stream's builder. Pure: no pod, no WAL.
+//!
+//! A resumed persistent stream expects its watermark + 1 next; requests at or
+//! below the watermark are resent records already durable ([`RequestParser::already_durable`]).
 
 use bytes::Bytes;
 use sluice_proto::EphemeralStreamRequest;
@@ -18,6 +21,8 @@ pub struct RequestParser {
     builder: RecordBatchBuilder,
     max_record_bytes: usize,
     next_offset: i64,
+    /// A resumed persistent stream's watermark: offsets at or below it are durable.
+    durable_through: Option<i64>,
 }
 
 impl RequestParser {
@@ -35,7 +40,27 @@ impl RequestParser {
             builder,
             max_record_bytes,
             next_offset: 0,
+            durable_through: None,
         }
+    }
+
+    /// Continues a persistent stream whose records up to `watermark` are durable:
+    /// the next offset is `watermark + 1`.
+    pub fn resume_after(&mut self, watermark: i64) {
+        self.next_offset = watermark.saturating_add(1);
+        self.durable_through = Some(watermark);
+    }
+
+    /// The offset of `request` when it is a resent record at or below the resumed
+    /// watermark (acked and dropped, never written twice).
+    pub fn already_durable(&self, request: &EphemeralStreamRequest) -> Option<i64> {
+        use ephemeral_stream_request::Payload;
+        let offset = match &request.payload {
+            Some(Payload::IngestRecord(r)) => r.offset_id?,
+            Some(Payload::IngestRecordBatch(b)) => b.offset_id?,
+            _ => return None,
+        };
+        (offset <= self.durable_through?).then_some(offset)
     }
 
     /// Rows in the builder (of the requests parsed since the last `finish`,
@@ -300,6 +325,24 @@ mod tests {
             Ok(offset) => panic!("accepted at offset {offset}"),
             Err(e) => e,
         }
+    }
+
+    #[test]
+    fn a_resumed_stream_drops_resent_offsets_and_expects_the_watermark_plus_one() {
+        let mut p = json_parser();
+        p.resume_after(4);
+        assert_eq!(p.already_durable(&json(Some(2), r#"{"id":1}"#)), Some(2));
+        assert_eq!(p.already_durable(&json_batch(4, &[r#"{"id":1}"#])), Some(4));
+        assert_eq!(p.already_durable(&json(Some(5), r#"{"id":1}"#)), None);
+        assert!(matches!(
+            error(&mut p, json(Some(6), r#"{"id":1}"#)),
+            ServerError::InvalidArgument(m) if m.contains("expected 5")
+        ));
+        assert_eq!(
+            p.parse(json(Some(5), r#"{"id":1}"#), &mut Vec::new()).ok(),
+            Some(5)
+        );
+        assert_eq!(json_parser().already_durable(&json(Some(0), "{}")), None);
     }
 
     #[test]

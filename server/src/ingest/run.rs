@@ -4,19 +4,23 @@
 //! logged and appended through the table's sink and entered in the ack
 //! ledger. If a request in the run is bad, the valid requests before it are
 //! still logged (and acked), then the run fails with the bad request's error.
+//! A resumed persistent stream's resent records (at or below its watermark)
+//! are acked and dropped; its frames carry the stream's mark into the memtable
+//! (its Delta `txn`) and raise its WAL watermark.
 
 use bytes::Bytes;
 use futures::FutureExt;
 use sluice_proto::EphemeralStreamRequest;
-use tonic::Streaming;
 
 use super::acks::Acks;
+use super::inbound::Inbound;
 use super::open::OpenedStream;
 use super::request::request_bytes;
 use crate::error::{Result, ServerError};
 use crate::journal::frames::{encode_records, KIND_RECORDS};
 use crate::limits::StreamSlot;
 use crate::pod::Pod;
+use crate::sink::StreamMark;
 
 /// Most requests taken into one run.
 const MAX_RUN_REQUESTS: usize = 4096;
@@ -31,12 +35,12 @@ const MEMTABLE_LIMIT_FLUSHES: usize = 4;
 /// processed (and acked) first, then the error ends the stream.
 pub fn gather(
     first: EphemeralStreamRequest,
-    inbound: &mut Streaming<EphemeralStreamRequest>,
+    inbound: &mut impl Inbound,
 ) -> (Vec<EphemeralStreamRequest>, Option<tonic::Status>) {
     let mut run = vec![first];
     let mut bytes = 0;
     while run.len() < MAX_RUN_REQUESTS && bytes < MAX_RUN_BYTES {
-        match inbound.message().now_or_never() {
+        match inbound.next_request().now_or_never() {
             Some(Ok(Some(m))) => {
                 bytes += request_bytes(&m);
                 run.push(m);
@@ -60,7 +64,14 @@ pub async fn process_run(
     let mut last_ok = None;
     let mut rows_ok = 0;
     let mut failure: Option<ServerError> = None;
+    let mut resent = None;
+    let mut resent_requests = 0u64;
     for request in run {
+        if let Some(offset) = stream.parser.already_durable(&request) {
+            resent = resent.max(Some(offset));
+            resent_requests += 1;
+            continue;
+        }
         match stream.parser.parse(request, &mut records) {
             Ok(offset) => {
                 last_ok = Some(offset);
@@ -77,6 +88,11 @@ pub async fn process_run(
     // `records`; they are not acked and must not reach the WAL, or a
     // replay would commit them. One row per record of the valid requests.
     records.truncate(rows_ok);
+    if let Some(offset) = resent {
+        // Durable already: acked at once (LSN 0), never logged again.
+        metrics::counter!("sluice_ingest_resent_dropped_total").increment(resent_requests);
+        acks.logged(0, offset, 0);
+    }
     if let Some(last_offset) = last_ok {
         let batch = if batch.num_rows() > rows_ok {
             batch.slice(0, rows_ok)
@@ -104,11 +120,18 @@ pub async fn process_run(
             record_bytes as u64,
         )
         .await;
+        let mark = stream.persistent.as_ref().map(|id| StreamMark {
+            stream_id: id.clone(),
+            offset: last_offset,
+        });
         let lsn = stream
             .sink
-            .append(KIND_RECORDS, payload, Some(batch))
+            .append_marked(KIND_RECORDS, payload, Some(batch), mark)
             .await?;
         pod.streams.records_logged(stream.key, lsn);
+        if let Some(id) = &stream.persistent {
+            pod.pstreams.wal_logged(id, last_offset, lsn);
+        }
         acks.logged(lsn, last_offset, record_bytes);
     }
     match failure {

@@ -1,20 +1,25 @@
 //! The tonic service: checks credentials, then hands each `EphemeralStream`
-//! to its own task that answers through a bounded channel (a failed send
-//! means the client left).
+//! and `PersistentStream` to its own task that answers through a bounded
+//! channel (a failed send means the client left); `RetireStream` is answered
+//! here.
 
 use std::sync::Arc;
 
 use sluice_proto::zerobus_server::Zerobus;
 use sluice_proto::{
-    EphemeralStreamRequest, EphemeralStreamResponse, PersistentStreamRequest,
-    PersistentStreamResponse, RetireStreamRequest, RetireStreamResponse,
+    retire_stream_request, EphemeralStreamRequest, EphemeralStreamResponse,
+    PersistentStreamRequest, PersistentStreamResponse, RetireStreamRequest, RetireStreamResponse,
 };
 use tokio_stream::wrappers::ReceiverStream;
+use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status, Streaming};
 
+use super::persistent::run_persistent;
+use super::persistent_open::accessible;
 use super::stream::run_stream;
 use crate::auth::{Caller, TABLE_HEADER};
-use crate::limits::StreamSlots;
+use crate::error::ServerError;
+use crate::limits::{StreamSlot, StreamSlots};
 use crate::pod::Pod;
 
 /// Depth of a stream's response channel (acks are cumulative, so few suffice).
@@ -38,18 +43,9 @@ impl IngestService {
 
 type ResponseStream<T> = ReceiverStream<Result<T, Status>>;
 
-#[tonic::async_trait]
-impl Zerobus for IngestService {
-    type EphemeralStreamStream = ResponseStream<EphemeralStreamResponse>;
-
-    async fn ephemeral_stream(
-        &self,
-        request: Request<Streaming<EphemeralStreamRequest>>,
-    ) -> Result<Response<Self::EphemeralStreamStream>, Status> {
-        if self.pod.is_shutting_down() {
-            return Err(Status::unavailable("this pod is shutting down; reconnect"));
-        }
-        let metadata = request.metadata();
+impl IngestService {
+    /// The caller of a request and the table its header names (lower case).
+    fn caller(&self, metadata: &MetadataMap) -> Result<(Caller, Option<String>), Status> {
         let authorization = metadata.get("authorization").and_then(|v| v.to_str().ok());
         let caller = self
             .pod
@@ -66,6 +62,19 @@ impl Zerobus for IngestService {
             ),
             None => None,
         };
+        Ok((caller, header_table))
+    }
+
+    /// Admits a new stream: the pod is not shutting down, the caller's credentials
+    /// hold, the table header is there when OAuth asks for it, and a slot is free.
+    fn admit(
+        &self,
+        metadata: &MetadataMap,
+    ) -> Result<(Caller, Option<String>, StreamSlot), Status> {
+        if self.pod.is_shutting_down() {
+            return Err(Status::unavailable("this pod is shutting down; reconnect"));
+        }
+        let (caller, header_table) = self.caller(metadata)?;
         if header_table.is_none() && self.pod.auth.mode() == crate::config::AuthMode::OAuth {
             return Err(Status::invalid_argument(format!(
                 "missing {TABLE_HEADER} header"
@@ -79,6 +88,19 @@ impl Zerobus for IngestService {
             .slots
             .acquire(principal, &self.pod.config.limits)
             .map_err(Status::from)?;
+        Ok((caller, header_table, slot))
+    }
+}
+
+#[tonic::async_trait]
+impl Zerobus for IngestService {
+    type EphemeralStreamStream = ResponseStream<EphemeralStreamResponse>;
+
+    async fn ephemeral_stream(
+        &self,
+        request: Request<Streaming<EphemeralStreamRequest>>,
+    ) -> Result<Response<Self::EphemeralStreamStream>, Status> {
+        let (caller, header_table, slot) = self.admit(request.metadata())?;
         let (tx, rx) = tokio::sync::mpsc::channel(RESPONSE_CHANNEL_DEPTH);
         let pod = self.pod.clone();
         let inbound = request.into_inner();
@@ -92,19 +114,52 @@ impl Zerobus for IngestService {
 
     async fn persistent_stream(
         &self,
-        _request: Request<Streaming<PersistentStreamRequest>>,
+        request: Request<Streaming<PersistentStreamRequest>>,
     ) -> Result<Response<Self::PersistentStreamStream>, Status> {
-        Err(Status::unimplemented(
-            "persistent streams are not served by Sluice yet; use ephemeral streams",
-        ))
+        let (caller, header_table, slot) = self.admit(request.metadata())?;
+        let (tx, rx) = tokio::sync::mpsc::channel(RESPONSE_CHANNEL_DEPTH);
+        let pod = self.pod.clone();
+        let inbound = request.into_inner();
+        self.pod
+            .stream_tasks
+            .spawn(run_persistent(pod, caller, header_table, inbound, tx, slot));
+        Ok(Response::new(ReceiverStream::new(rx)))
     }
 
     async fn retire_stream(
         &self,
-        _request: Request<RetireStreamRequest>,
+        request: Request<RetireStreamRequest>,
     ) -> Result<Response<RetireStreamResponse>, Status> {
-        Err(Status::unimplemented(
-            "persistent streams are not served by Sluice yet; nothing to retire",
-        ))
+        let (caller, header_table) = self.caller(request.metadata())?;
+        let retire = request.into_inner();
+        let id = match retire.identifier {
+            Some(retire_stream_request::Identifier::StreamId(id)) if !id.trim().is_empty() => {
+                id.trim().to_string()
+            }
+            _ => {
+                return Err(Status::invalid_argument(
+                    "retire_stream: stream_id is missing",
+                ))
+            }
+        };
+        let record = accessible(
+            &self.pod,
+            &caller,
+            header_table.as_deref(),
+            &id,
+            "retire_stream",
+        )?;
+        if let Some(table) = retire.table_name.as_deref().map(str::trim) {
+            if !table.is_empty() && !table.eq_ignore_ascii_case(&record.table) {
+                return Err(ServerError::InvalidArgument(format!(
+                    "retire_stream: persistent stream `{id}` writes table `{}`, not `{table}`",
+                    record.table
+                ))
+                .into());
+            }
+        }
+        self.pod.pstreams.retire(&id)?;
+        tracing::info!(stream_id = %id, table = %record.table, "persistent stream retired");
+        Ok(Response::new(RetireStreamResponse {}))
     }
 }

@@ -1,7 +1,8 @@
 //! One producer stream's select loop: opens the stream, then reads runs of
 //! requests (see `run`), sends cumulative durability acks as the WAL's
 //! durable position moves (see `acks`), and ends on client close, idle
-//! timeout, drain or shutdown.
+//! timeout, drain, shutdown, or — for a persistent stream — when it is
+//! retired or resumed on another connection.
 //!
 //! Back-pressure: the stream is not read while too many record bytes await
 //! their ack, nor while a run waits for room (memtable, pace, the WAL's
@@ -13,15 +14,17 @@ use sluice_proto::{
     ephemeral_stream_request, ephemeral_stream_response, CreateIngestStreamResponse,
     EphemeralStreamRequest,
 };
+use tokio::sync::mpsc;
 use tonic::{Status, Streaming};
 
 use super::acks::{response, Acks, End, Tx};
-use super::inbound::read_error_status;
+use super::inbound::{read_error_status, Inbound};
 use super::open::{open_stream, OpenedStream};
 use super::run::{gather, process_run};
 use crate::auth::Caller;
 use crate::limits::StreamSlot;
 use crate::pod::Pod;
+use crate::pstreams::{Attached, Ending};
 
 /// Sleeps until `deadline`, or forever when there is none.
 async fn sleep_until_some(deadline: Option<tokio::time::Instant>) {
@@ -31,7 +34,33 @@ async fn sleep_until_some(deadline: Option<tokio::time::Instant>) {
     }
 }
 
-/// Runs one stream to its end.
+/// Resolves when a persistent stream's connection must end; never for an ephemeral one.
+async fn hold_ended(attached: &mut Option<Attached>) -> Ending {
+    match attached {
+        Some(a) => a.ended().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Reads a stream's opening request; on a read error, tells the client (if
+/// it is still there) on `tx` and returns None.
+pub async fn first_message<M, R>(
+    pod: &Pod,
+    inbound: &mut Streaming<M>,
+    tx: &mpsc::Sender<Result<R, Status>>,
+) -> Option<M> {
+    match inbound.message().await {
+        Ok(m) => m,
+        Err(e) => {
+            if let Some(status) = read_error_status(&e, pod.config.max_message_bytes) {
+                let _ = tx.send(Err(status)).await;
+            }
+            None
+        }
+    }
+}
+
+/// Runs one ephemeral stream to its end.
 pub async fn run_stream(
     pod: Arc<Pod>,
     caller: Caller,
@@ -40,15 +69,8 @@ pub async fn run_stream(
     tx: Tx,
     slot: StreamSlot,
 ) {
-    let first = match inbound.message().await {
-        Ok(Some(m)) => m,
-        Ok(None) => return,
-        Err(e) => {
-            if let Some(status) = read_error_status(&e, pod.config.max_message_bytes) {
-                let _ = tx.send(Err(status)).await;
-            }
-            return;
-        }
+    let Some(first) = first_message(&pod, &mut inbound, &tx).await else {
+        return;
     };
     let create = match first.payload {
         Some(ephemeral_stream_request::Payload::CreateStream(c)) => c,
@@ -69,27 +91,41 @@ pub async fn run_stream(
             return;
         }
     };
-    tracing::info!(stream_id = %opened.stream_id, table = opened.sink.name(), "stream opened");
-    metrics::gauge!("sluice_streams_open").increment(1.0);
     let created = response(ephemeral_stream_response::Payload::CreateStreamResponse(
         CreateIngestStreamResponse {
             stream_id: Some(opened.stream_id.clone()),
         },
     ));
     if tx.send(Ok(created)).await.is_ok() {
-        let mut state = StreamState {
-            pod: &pod,
-            acks: Acks::new(tx, pod.wal.subscribe()),
-            opened,
-            slot,
-        };
-        let end = state.serve(&mut inbound).await;
-        state.acks.finish(end).await;
-        pod.streams.closed(state.opened.key);
-        tracing::info!(stream_id = %state.opened.stream_id, "stream ended");
+        serve_opened(&pod, opened, inbound, tx, slot, None).await;
     } else {
         pod.streams.closed(opened.key);
     }
+}
+
+/// Serves an opened stream whose opening answer was sent: reads, logs and
+/// acks its records until it ends (`attached`: a persistent stream's hold).
+pub async fn serve_opened(
+    pod: &Pod,
+    opened: OpenedStream,
+    mut inbound: impl Inbound,
+    tx: Tx,
+    slot: StreamSlot,
+    attached: Option<Attached>,
+) {
+    tracing::info!(stream_id = %opened.stream_id, table = opened.sink.name(), persistent = opened.persistent.is_some(), "stream opened");
+    metrics::gauge!("sluice_streams_open").increment(1.0);
+    let mut state = StreamState {
+        pod,
+        acks: Acks::new(tx, pod.wal.subscribe()),
+        opened,
+        slot,
+        attached,
+    };
+    let end = state.serve(&mut inbound).await;
+    state.acks.finish(end).await;
+    pod.streams.closed(state.opened.key);
+    tracing::info!(stream_id = %state.opened.stream_id, "stream ended");
     metrics::gauge!("sluice_streams_open").decrement(1.0);
 }
 
@@ -99,10 +135,12 @@ struct StreamState<'p> {
     acks: Acks,
     /// The stream's slot (freed when the stream ends); paces the principal.
     slot: StreamSlot,
+    /// A persistent stream's hold (released when the stream ends).
+    attached: Option<Attached>,
 }
 
 impl StreamState<'_> {
-    async fn serve(&mut self, inbound: &mut Streaming<EphemeralStreamRequest>) -> End {
+    async fn serve(&mut self, inbound: &mut impl Inbound) -> End {
         let shutdown = self.pod.shutdown.clone();
         let draining = self.pod.draining.clone();
         let limits = &self.pod.config.limits;
@@ -117,6 +155,7 @@ impl StreamState<'_> {
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => return End::Shutdown,
+                why = hold_ended(&mut self.attached) => return self.hold_lost(why).await,
                 _ = draining.cancelled(), if close_deadline.is_none() => {
                     let grace = self.pod.drain_grace();
                     close_deadline = Some(tokio::time::Instant::now() + grace);
@@ -137,7 +176,7 @@ impl StreamState<'_> {
                     )));
                 }
                 // Back-pressure: read no more while too much awaits its ack.
-                message = inbound.message(), if self.acks.inflight_bytes() <= limits.max_inflight_bytes => match message {
+                message = inbound.next_request(), if self.acks.inflight_bytes() <= limits.max_inflight_bytes => match message {
                     Ok(Some(first)) => {
                         idle_deadline = tokio::time::Instant::now() + limits.idle_stream_timeout;
                         let (run, read_error) = gather(first, inbound);
@@ -155,6 +194,23 @@ impl StreamState<'_> {
                 },
             }
         }
+    }
+
+    /// A persistent stream retired, or resumed on another connection: `CloseStreamSignal`
+    /// now, then (after the acks) the status saying why.
+    async fn hold_lost(&self, why: Ending) -> End {
+        if let Err(end) = self.acks.send_close_signal(std::time::Duration::ZERO).await {
+            return end;
+        }
+        let id = &self.opened.stream_id;
+        End::Failed(match why {
+            Ending::Retired => Status::failed_precondition(format!(
+                "persistent stream `{id}` was retired; it never resumes"
+            )),
+            Ending::Resumed => Status::aborted(format!(
+                "persistent stream `{id}` was resumed on another connection; this one ends"
+            )),
+        })
     }
 
     /// How a failed read ends the stream.

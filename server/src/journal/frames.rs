@@ -3,9 +3,13 @@
 //! ```text
 //! kind 1, stream open:  u64 stream_key | u16 table_len | table (UTF-8)
 //!                       | u8 record_type (1 proto, 2 json) | u32 desc_len | descriptor
+//!                       [ | u8 tag 1 | u16 id_len | persistent stream id (UTF-8) ]
 //! kind 2, records:      u64 stream_key | u32 count
 //!                       | count × ( i64 offset | u32 len | record bytes )
 //! ```
+//! The bracketed tail is present only on the open frame of a persistent stream's
+//! connection (each connection logs its own open frame with its own key); frames written
+//! before persistent streams existed end after the descriptor and decode as ephemeral.
 //! All integers little endian. A stream-open frame precedes the stream's first
 //! records frame, so replay can re-parse raw records without the producer; it
 //! is re-logged before the segment holding it is purged while still needed.
@@ -28,7 +32,16 @@ pub enum FrameError {
     /// A stream-open payload names a record format Sluice never writes.
     #[error("WAL payload: unknown record format {0}")]
     UnknownFormat(u8),
+    /// A stream-open payload's optional tail has a tag Sluice never writes.
+    #[error("WAL payload: unknown stream-open tail tag {0}")]
+    UnknownTail(u8),
+    /// A stream-open payload's persistent stream id is not UTF-8.
+    #[error("WAL payload: persistent stream id is not UTF-8")]
+    IdNotUtf8,
 }
+
+/// Tag of the stream-open tail that carries a persistent stream id.
+const TAIL_PERSISTENT_ID: u8 = 1;
 
 /// WAL frame kind of a stream-open payload.
 pub const KIND_STREAM_OPEN: u8 = 1;
@@ -64,6 +77,8 @@ pub struct StreamOpen {
     pub format: RecordFormat,
     /// Encoded DescriptorProto (empty for JSON).
     pub descriptor: Vec<u8>,
+    /// The persistent stream this connection writes (None: an ephemeral stream).
+    pub persistent_id: Option<String>,
 }
 
 impl StreamOpen {
@@ -78,6 +93,13 @@ impl StreamOpen {
         out.push(self.format.code());
         out.extend_from_slice(&(self.descriptor.len() as u32).to_le_bytes());
         out.extend_from_slice(&self.descriptor);
+        if let Some(id) = &self.persistent_id {
+            let id = id.as_bytes();
+            let id = &id[..id.len().min(u16::MAX as usize)];
+            out.push(TAIL_PERSISTENT_ID);
+            out.extend_from_slice(&(id.len() as u16).to_le_bytes());
+            out.extend_from_slice(id);
+        }
         out
     }
 
@@ -95,11 +117,25 @@ impl StreamOpen {
         };
         let desc_len = r.u32()? as usize;
         let descriptor = r.take(desc_len)?.to_vec();
+        let persistent_id = if r.pos == bytes.len() {
+            None
+        } else {
+            match r.u8()? {
+                TAIL_PERSISTENT_ID => {
+                    let len = r.u16()? as usize;
+                    let id = String::from_utf8(r.take(len)?.to_vec())
+                        .map_err(|_| FrameError::IdNotUtf8)?;
+                    Some(id)
+                }
+                other => return Err(FrameError::UnknownTail(other)),
+            }
+        };
         Ok(StreamOpen {
             stream_key,
             table,
             format,
             descriptor,
+            persistent_id,
         })
     }
 }
@@ -193,6 +229,7 @@ mod tests {
             table: "a.b.c".into(),
             format: RecordFormat::Proto,
             descriptor: vec![1, 2, 3],
+            persistent_id: None,
         };
         assert_eq!(StreamOpen::decode(&open.encode()).expect("decode"), open);
         assert_eq!(
@@ -204,6 +241,45 @@ mod tests {
         assert_eq!(
             StreamOpen::decode(&bad_format),
             Err(FrameError::UnknownFormat(9))
+        );
+    }
+
+    #[test]
+    fn a_persistent_stream_open_carries_its_id_and_old_frames_stay_ephemeral() {
+        let ephemeral = StreamOpen {
+            stream_key: 7,
+            table: "a.b.c".into(),
+            format: RecordFormat::Json,
+            descriptor: Vec::new(),
+            persistent_id: None,
+        };
+        let persistent = StreamOpen {
+            persistent_id: Some("0b7e-id".into()),
+            ..ephemeral.clone()
+        };
+        let old_bytes = ephemeral.encode();
+        let new_bytes = persistent.encode();
+        assert!(
+            new_bytes.starts_with(&old_bytes),
+            "the id is a tail after the old layout"
+        );
+        assert_eq!(
+            StreamOpen::decode(&old_bytes).expect("old frame"),
+            ephemeral
+        );
+        assert_eq!(
+            StreamOpen::decode(&new_bytes).expect("new frame"),
+            persistent
+        );
+        let mut bad_tag = new_bytes.clone();
+        bad_tag[old_bytes.len()] = 9;
+        assert_eq!(
+            StreamOpen::decode(&bad_tag),
+            Err(FrameError::UnknownTail(9))
+        );
+        assert_eq!(
+            StreamOpen::decode(&new_bytes[..new_bytes.len() - 1]),
+            Err(FrameError::Truncated)
         );
     }
 

@@ -6,18 +6,23 @@
 //! replays records frames. Replay never duplicates: a frame is replayed only
 //! if it ends after the table's committed position, and the next commit
 //! records the new position in the same atomic Delta commit as the rows.
+//!
+//! Persistent streams: every records frame of a persistent stream's connection (its open
+//! frame carries the stream id) counts toward the highest offset the WAL holds for that
+//! stream ([`ReplayReport::persistent`]), committed or not; the replayed ones also carry
+//! their stream's mark into the memtable, so the next commit writes the stream's `txn`.
 
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use sluice_wal::Wal;
+use sluice_wal::{Lsn, Wal};
 use sluice_zeroparser::{ProtoPlan, RecordBatchBuilder};
 
 use super::frames::{decode_records, RecordFormat, StreamOpen, KIND_RECORDS, KIND_STREAM_OPEN};
 use super::streams::StreamRegistry;
 use crate::error::Result;
-use crate::sink::Sinks;
+use crate::sink::{Sinks, StreamMark};
 
 /// What replay did.
 #[derive(Debug, Default)]
@@ -26,6 +31,9 @@ pub struct ReplayReport {
     pub frames: usize,
     /// Rows put back into memtables.
     pub rows: usize,
+    /// Persistent streams with records in the WAL: stream id → (highest offset, end LSN
+    /// of the frame holding it).
+    pub persistent: HashMap<String, (i64, Lsn)>,
 }
 
 struct ReplayStream {
@@ -70,6 +78,20 @@ pub fn replay(wal: &Wal, sinks: &Sinks, registry: &StreamRegistry) -> Result<Rep
                 records.stream_key
             );
             continue;
+        };
+        let last_offset = records.records.iter().map(|(o, _)| *o).max();
+        let mark = match (&stream.open.persistent_id, last_offset) {
+            (Some(id), Some(offset)) => {
+                let seen = report.persistent.entry(id.clone()).or_insert((offset, 0));
+                if seen.0 <= offset {
+                    *seen = (offset, frame.end_lsn);
+                }
+                Some(StreamMark {
+                    stream_id: Arc::from(id.as_str()),
+                    offset,
+                })
+            }
+            _ => None,
         };
         let Some(sink) = sinks.get(&stream.open.table) else {
             continue; // table dropped
@@ -116,7 +138,7 @@ pub fn replay(wal: &Wal, sinks: &Sinks, registry: &StreamRegistry) -> Result<Rep
             sink.with_system_columns(builder.finish(), records.stream_key, offsets.into_iter())?;
         report.rows += batch.num_rows();
         report.frames += 1;
-        sink.append_replayed(batch, frame.end_lsn)?;
+        sink.append_replayed(batch, frame.end_lsn, mark)?;
         registry.register(
             records.stream_key,
             &stream.open.table,

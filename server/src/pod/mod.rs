@@ -17,8 +17,12 @@ use crate::cluster::load::{LoadCounters, LoadSource};
 use crate::config::ServeConfig;
 use crate::error::{Result, ServerError};
 use crate::journal::streams::StreamRegistry;
+use crate::pstreams::PersistentStreams;
 use crate::sink::{open_table, SharedSink, Sinks, TableSink};
 use crate::warehouse::Warehouse;
+
+/// The pod id of a single-node pod (no `--join`): the owner of its persistent streams.
+pub const SINGLE_NODE_POD_ID: &str = "single-node";
 
 /// Everything a running pod owns.
 pub struct Pod {
@@ -34,6 +38,8 @@ pub struct Pod {
     pub sinks: Arc<Sinks>,
     /// Streams with frames in the WAL.
     pub streams: Arc<StreamRegistry>,
+    /// Persistent streams: their registry, holders and WAL watermarks.
+    pub pstreams: Arc<PersistentStreams>,
     /// Where tables live.
     pub warehouse: Warehouse,
     /// Cancelled when the pod starts shutting down.
@@ -61,6 +67,11 @@ impl Pod {
             .as_ref()
             .map(|c| c.drain_grace)
             .unwrap_or_default()
+    }
+
+    /// This pod's id: the cluster's `--pod-id`, or [`SINGLE_NODE_POD_ID`].
+    pub fn pod_id(&self) -> &str {
+        self.pstreams.pod_id()
     }
 
     /// What the cluster's load report reads from this pod.

@@ -19,6 +19,7 @@ use crate::cluster::load::LoadCounters;
 use crate::config::{AuthMode, ServeConfig};
 use crate::error::{Result, ServerError};
 use crate::journal::{replay, StreamRegistry};
+use crate::pstreams::{FileStreamStore, PersistentStreams};
 use crate::sink::Sinks;
 use crate::warehouse::Warehouse;
 
@@ -59,7 +60,11 @@ impl Pod {
             let sink = open_sink(&warehouse, &entry, &wal, config.flush_bytes).await?;
             sinks.insert(Arc::new(sink))?;
         }
+        let pstreams = open_pstreams(&config)?;
         let replayed = replay(&wal, &sinks, &streams)?;
+        for (id, (offset, lsn)) in &replayed.persistent {
+            pstreams.wal_logged(id, *offset, *lsn);
+        }
         if replayed.rows > 0 {
             tracing::info!(
                 rows = replayed.rows,
@@ -75,6 +80,7 @@ impl Pod {
             wal,
             sinks,
             streams,
+            pstreams,
             warehouse,
             shutdown: CancellationToken::new(),
             stream_tasks: TaskTracker::new(),
@@ -124,6 +130,17 @@ async fn open_catalog(config: &ServeConfig) -> Result<Catalog> {
         }
         None => Catalog::open(&config.data_dir),
     }
+}
+
+/// The persistent stream registry in the data directory, owned by this pod's id.
+fn open_pstreams(config: &ServeConfig) -> Result<Arc<PersistentStreams>> {
+    let pod_id = config
+        .cluster
+        .as_ref()
+        .map(|c| c.pod_id.clone())
+        .unwrap_or_else(|| super::SINGLE_NODE_POD_ID.to_string());
+    let store = FileStreamStore::open(&config.data_dir)?;
+    Ok(Arc::new(PersistentStreams::new(Box::new(store), pod_id)))
 }
 
 /// The WAL in `<data-dir>/wal`, recovered up to its last whole frame.

@@ -21,6 +21,9 @@ pub struct AppendCommit<'a> {
     /// Lost races retried at a later version before the commit fails
     /// (the sink uses [`super::COMMIT_RETRIES`]).
     pub max_retries: usize,
+    /// Persistent streams' last offsets in the commit: one `txn` per stream
+    /// (see `stream_txns`); empty when the commit holds none.
+    pub streams: &'a [super::stream_txns::StreamMark],
 }
 
 /// What an append commit did.
@@ -50,10 +53,11 @@ pub async fn commit_append(
     let read_version = table.version().unwrap_or(0);
     let mut writer = RecordBatchWriter::for_table(table)?
         .with_writer_properties(props)
-        .with_commit_properties(
+        .with_commit_properties(super::stream_txns::with_stream_txns(
             super::commit_properties(commit.app_id, commit.txn_version, read_version)
                 .with_max_retries(commit.max_retries),
-        );
+            commit.streams,
+        ));
     writer.write(batch).await?;
     let version = writer.flush_and_commit(table).await?;
     Ok(CommittedAppend {

@@ -13,6 +13,7 @@ mod commit_properties;
 mod delta_schema;
 pub(crate) mod file_layout;
 pub mod rescued_data;
+pub mod stream_txns;
 pub mod system_columns;
 mod table_sink;
 pub mod upkeep;
@@ -21,6 +22,7 @@ pub use commit::{commit_append, AppendCommit, CommittedAppend};
 pub(crate) use commit_properties::commit_properties;
 pub use commit_properties::COMMIT_RETRIES;
 pub use delta_schema::{delta_fields, delta_type};
+pub use stream_txns::StreamMark;
 pub use table_sink::{open_table, AddedColumns, FlushOutcome, SharedSink, TableSink};
 
 use std::collections::HashMap;

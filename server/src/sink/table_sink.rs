@@ -29,6 +29,7 @@ use sluice_zeroparser::{RecordBatchBuilder, TableSchema};
 use tokio::sync::Notify;
 
 use super::commit::{commit_append, AppendCommit};
+use super::stream_txns::{read_stream_txn, StreamMark};
 use crate::error::{Result, ServerError};
 
 #[derive(Default)]
@@ -42,6 +43,8 @@ struct Memtable {
     flushing: bool,
     /// The last LSN of a commit attempt that failed and may have landed.
     unsure: Option<Lsn>,
+    /// Persistent streams' last offsets, each with the end LSN of its batch's frame.
+    marks: Vec<(Lsn, StreamMark)>,
 }
 
 /// The columns the server adds after a table's own, in this order (each
@@ -154,6 +157,12 @@ impl TableSink {
         )
     }
 
+    /// The offset of persistent stream `stream_id` committed to this table (its `txn`
+    /// version in the Delta log, reloaded now; None: none of its records is committed).
+    pub async fn stream_txn(&self, stream_id: &str) -> Result<Option<i64>> {
+        read_stream_txn(&mut *self.delta.lock().await, stream_id).await
+    }
+
     /// WAL position up to which this table's frames are in Delta.
     pub fn committed_lsn(&self) -> Lsn {
         self.committed_lsn.load(Ordering::Acquire)
@@ -188,6 +197,18 @@ impl TableSink {
         payload: Vec<u8>,
         batch: Option<RecordBatch>,
     ) -> Result<Lsn> {
+        self.append_marked(kind, payload, batch, None).await
+    }
+
+    /// [`append`](Self::append) for a persistent stream's batch: `mark` (its stream id
+    /// and last offset) goes into the commit that holds the batch as a `txn`.
+    pub async fn append_marked(
+        &self,
+        kind: u8,
+        payload: Vec<u8>,
+        batch: Option<RecordBatch>,
+        mark: Option<StreamMark>,
+    ) -> Result<Lsn> {
         let reservation = self.wal.reserve(payload.len()).await?;
         if self.is_dropped() {
             return Err(ServerError::NotFound(format!(
@@ -202,6 +223,7 @@ impl TableSink {
             m.rows += batch.num_rows();
             m.bytes += batch.get_array_memory_size();
             m.batches.push((batch, lsn));
+            m.marks.extend(mark.map(|mark| (lsn, mark)));
             m.last_lsn = lsn;
             if was_empty {
                 m.first_append = Some(Instant::now());
@@ -213,9 +235,16 @@ impl TableSink {
         Ok(lsn)
     }
 
-    /// Adds replayed rows (already durable in the WAL) to the memtable.
-    pub fn append_replayed(&self, batch: RecordBatch, end_lsn: Lsn) -> Result<()> {
+    /// Adds replayed rows (already durable in the WAL) to the memtable
+    /// (`mark`: a persistent stream's id and last offset in them).
+    pub fn append_replayed(
+        &self,
+        batch: RecordBatch,
+        end_lsn: Lsn,
+        mark: Option<StreamMark>,
+    ) -> Result<()> {
         let mut m = self.lock()?;
+        m.marks.extend(mark.map(|mark| (end_lsn, mark)));
         if m.batches.is_empty() {
             m.first_append = Some(Instant::now());
         }
@@ -261,7 +290,7 @@ impl TableSink {
     pub async fn flush(&self) -> Result<FlushOutcome> {
         let wal_id = self.wal.id();
         let mut delta = self.delta.lock().await;
-        let (mut batches, last_lsn, unsure) = {
+        let (mut batches, mut marks, last_lsn, unsure) = {
             let mut m = self.lock()?;
             if m.batches.is_empty() {
                 return Ok(FlushOutcome::default());
@@ -270,7 +299,12 @@ impl TableSink {
             m.rows = 0;
             m.bytes = 0;
             m.first_append = None;
-            (std::mem::take(&mut m.batches), m.last_lsn, m.unsure.take())
+            (
+                std::mem::take(&mut m.batches),
+                std::mem::take(&mut m.marks),
+                m.last_lsn,
+                m.unsure.take(),
+            )
         };
         if self.is_dropped() {
             self.lock()?.flushing = false;
@@ -285,12 +319,16 @@ impl TableSink {
                     tracing::info!(table = %self.name, landed, "a commit reported as failed had landed; not committing it twice");
                 }
                 batches.retain(|(_, lsn)| *lsn > landed);
+                marks.retain(|(lsn, _)| *lsn > landed);
                 self.committed_lsn.fetch_max(landed, Ordering::AcqRel);
             }
             if batches.is_empty() {
                 return Ok(None);
             }
-            commit(&mut delta, &batches, wal_id, last_lsn).await.map(Some)
+            let marks: Vec<StreamMark> = marks.iter().map(|(_, mark)| mark.clone()).collect();
+            commit(&mut delta, &batches, wal_id, last_lsn, &marks)
+                .await
+                .map(Some)
         }
         .await;
         let rows: usize = batches.iter().map(|(b, _)| b.num_rows()).sum();
@@ -313,6 +351,8 @@ impl TableSink {
                 // retries them, after checking whether this attempt landed.
                 let newer = std::mem::replace(&mut m.batches, batches);
                 m.batches.extend(newer);
+                let newer = std::mem::replace(&mut m.marks, marks);
+                m.marks.extend(newer);
                 m.rows = m.batches.iter().map(|(b, _)| b.num_rows()).sum();
                 m.bytes = m
                     .batches
@@ -343,6 +383,7 @@ async fn commit(
     batches: &[(RecordBatch, Lsn)],
     wal_id: &str,
     last_lsn: Lsn,
+    streams: &[StreamMark],
 ) -> Result<i64> {
     let txn_version = i64::try_from(last_lsn)
         .map_err(|_| ServerError::Internal(format!("LSN {last_lsn} exceeds i64")))?;
@@ -357,6 +398,7 @@ async fn commit(
         app_id: wal_id,
         txn_version,
         max_retries: super::COMMIT_RETRIES,
+        streams,
     };
     let committed = commit_append(table, combined, commit).await?;
     if committed.raced() {

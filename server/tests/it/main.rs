@@ -22,6 +22,8 @@ mod limits;
 mod log_retention;
 mod moto;
 mod mounts;
+mod persistent;
+mod persistent_raw;
 mod protocol_errors;
 mod raw;
 mod rescued_data;

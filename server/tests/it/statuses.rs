@@ -1,5 +1,6 @@
-//! The rows of README's "gRPC statuses" that need more than one bad request: persistent
-//! streams (not served yet), a token signed by a key the pod does not have, and a pod that
+//! The rows of README's "gRPC statuses" that need more than one bad request: a
+//! `RetireStream` naming no stream (the other persistent stream refusals are in
+//! `persistent.rs`), a token signed by a key the pod does not have, and a pod that
 //! shuts down under an open stream. Each test observes the status on a raw tonic client and
 //! prints it as a table row (run with `--nocapture` to see them).
 
@@ -7,8 +8,8 @@ use std::time::Duration;
 
 use sluice_proto::zerobus_client::ZerobusClient;
 use sluice_proto::{
-    ephemeral_stream_request, persistent_stream_request, CreatePersistentStreamRequest,
-    PersistentStreamRequest, RetireStreamRequest,
+    ephemeral_stream_request, persistent_stream_request, persistent_stream_response,
+    CreatePersistentStreamRequest, PersistentStreamRequest, RetireStreamRequest,
 };
 use tonic::Code;
 
@@ -33,7 +34,7 @@ fn observed(class: &str, status: &tonic::Status, code: Code, needle: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn persistent_streams_and_retire_stream_are_unimplemented_and_say_to_use_ephemeral_streams() {
+async fn persistent_streams_are_served_and_a_retire_naming_no_stream_is_invalid() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(dir.path(), "200ms").await;
     let t = "main.status.persistent";
@@ -59,21 +60,20 @@ async fn persistent_streams_and_retire_stream_are_unimplemented_and_say_to_use_e
             },
         )),
     };
-    let status = match client
+    let answer = client
         .persistent_stream(request(&call, futures::stream::iter(vec![create])))
         .await
-    {
-        Err(status) => status,
-        Ok(response) => match response.into_inner().message().await {
-            Err(status) => status,
-            Ok(m) => panic!("a persistent stream was served: {m:?}"),
-        },
-    };
-    observed(
-        "persistent stream",
-        &status,
-        Code::Unimplemented,
-        "use ephemeral streams",
+        .expect("PersistentStream is served")
+        .into_inner()
+        .message()
+        .await
+        .expect("create answered");
+    assert!(
+        matches!(
+            answer.and_then(|m| m.payload),
+            Some(persistent_stream_response::Payload::CreateStreamResponse(c)) if c.stream_id.is_some()
+        ),
+        "a persistent stream gets its durable id"
     );
 
     let status = client
@@ -85,12 +85,12 @@ async fn persistent_streams_and_retire_stream_are_unimplemented_and_say_to_use_e
             },
         ))
         .await
-        .expect_err("RetireStream is not served");
+        .expect_err("a retire naming no stream is refused");
     observed(
-        "RetireStream",
+        "RetireStream without stream_id",
         &status,
-        Code::Unimplemented,
-        "nothing to retire",
+        Code::InvalidArgument,
+        "stream_id is missing",
     );
 }
 

@@ -59,6 +59,7 @@ pub async fn run(
                     app_id: &format!("sink-bench-writer-{w}"),
                     txn_version: next,
                     max_retries: retries,
+                    streams: &[],
                 };
                 let schema =
                     std::sync::Arc::new(arrow_schema::Schema::new(vec![arrow_schema::Field::new(

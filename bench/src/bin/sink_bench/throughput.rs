@@ -104,6 +104,7 @@ pub async fn run(commits: usize, rows: usize) -> Result<Throughput> {
             app_id: "sink-bench-throughput",
             txn_version: c as i64,
             max_retries: COMMIT_RETRIES,
+            streams: &[],
         };
         commit_append(&mut table, b, commit).await?;
     }

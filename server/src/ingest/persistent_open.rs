@@ -1,0 +1,195 @@
+//! Set-up of a persistent stream's connection: a create registers a new durable
+//! stream (offsets from 0); a resume checks the stream (exists, the caller may
+//! write its table, not retired, held by this pod, same record type, a
+//! descriptor compiling to the same plan), takes the stream's hold from any
+//! older connection, and answers the watermark — max(the Delta log's `txn` for
+//! the stream, the highest offset durable in this pod's WAL) — after which the
+//! stream expects watermark + 1.
+
+use std::sync::Arc;
+
+use sluice_proto::{
+    resume_ingest_stream_request, CreatePersistentStreamRequest, ResumeIngestStreamRequest,
+};
+use sluice_zeroparser::ProtoPlan;
+
+use super::open::{
+    check_create, check_header, compile, log_open, record_format, table_sink, CheckedCreate,
+    OpenedStream,
+};
+use crate::auth::Caller;
+use crate::error::{Result, ServerError};
+use crate::journal::frames::RecordFormat;
+use crate::pod::Pod;
+use crate::pstreams::{Attached, PersistentStreamRecord};
+
+/// A persistent stream's connection, ready for records.
+pub struct PersistentOpened {
+    /// The opened stream (its `persistent` is the stream id).
+    pub opened: OpenedStream,
+    /// The connection's hold on the stream.
+    pub attached: Attached,
+    /// Resume only: the stream's watermark (None: nothing of it is durable).
+    pub watermark: Option<i64>,
+}
+
+/// Creates a persistent stream and opens its first connection.
+pub async fn create_persistent(
+    pod: &Pod,
+    caller: &Caller,
+    header_table: Option<&str>,
+    create: CreatePersistentStreamRequest,
+) -> Result<PersistentOpened> {
+    let inner = create.create_stream.ok_or_else(|| {
+        ServerError::InvalidArgument(
+            "create_stream: CreatePersistentStreamRequest carries no create_stream".into(),
+        )
+    })?;
+    let checked = check_create(pod, caller, header_table, inner).await?;
+    let record = pod
+        .pstreams
+        .create(&checked.table, checked.format, checked.descriptor.clone())?;
+    let attached = pod.pstreams.attach(&record.id).await?;
+    let opened = log_open(pod, checked, Some(Arc::from(record.id.as_str()))).await?;
+    tracing::info!(stream_id = %record.id, table = %record.table, "persistent stream created");
+    Ok(PersistentOpened {
+        opened,
+        attached,
+        watermark: None,
+    })
+}
+
+/// Resumes a persistent stream on a new connection.
+pub async fn resume_persistent(
+    pod: &Pod,
+    caller: &Caller,
+    header_table: Option<&str>,
+    resume: ResumeIngestStreamRequest,
+) -> Result<PersistentOpened> {
+    let id = match resume.identifier {
+        Some(resume_ingest_stream_request::Identifier::StreamId(id)) if !id.trim().is_empty() => {
+            id.trim().to_string()
+        }
+        _ => {
+            return Err(ServerError::InvalidArgument(
+                "resume_stream: stream_id is missing".into(),
+            ))
+        }
+    };
+    let record = resumable(pod, caller, header_table, &id)?;
+    let format = match resume.record_type {
+        None => record.record_type.into(),
+        given => record_format(given, "resume_stream")?,
+    };
+    if format != RecordFormat::from(record.record_type) {
+        return Err(ServerError::InvalidArgument(format!(
+            "resume_stream: persistent stream `{id}` was created with record type {:?}, \
+             not {format:?}",
+            RecordFormat::from(record.record_type)
+        )));
+    }
+    let sink = table_sink(pod, &record.table).await?;
+    let plan = match format {
+        RecordFormat::Json => None,
+        RecordFormat::Proto => Some(resumed_plan(&record, resume.descriptor_proto, &sink)?),
+    };
+    let attached = pod.pstreams.attach(&id).await?;
+    // Retired (or moved) while this resume waited for the older connection to end.
+    resumable(pod, caller, header_table, &id)?;
+    let delta = sink.stream_txn(&id).await?;
+    let wal = match pod.pstreams.wal_mark(&id) {
+        Some((offset, lsn)) => {
+            pod.wal.wait_durable(lsn).await?;
+            Some(offset)
+        }
+        None => None,
+    };
+    let watermark = delta.max(wal);
+    let checked = CheckedCreate {
+        table: record.table.clone(),
+        sink,
+        format,
+        plan,
+        descriptor: record.descriptor.clone(),
+    };
+    let mut opened = log_open(pod, checked, Some(Arc::from(id.as_str()))).await?;
+    if let Some(w) = watermark {
+        opened.parser.resume_after(w);
+    }
+    tracing::info!(stream_id = %id, ?watermark, ?delta, ?wal, "persistent stream resumed");
+    Ok(PersistentOpened {
+        opened,
+        attached,
+        watermark,
+    })
+}
+
+/// The record of stream `id` if the caller may resume (or retire) it here: it exists
+/// (NOT_FOUND), the table header names its table (INVALID_ARGUMENT), the caller may write
+/// its table (PERMISSION_DENIED), it is not retired (FAILED_PRECONDITION) and this pod
+/// holds it (UNAVAILABLE naming the owner).
+pub fn resumable(
+    pod: &Pod,
+    caller: &Caller,
+    header_table: Option<&str>,
+    id: &str,
+) -> Result<PersistentStreamRecord> {
+    let record = accessible(pod, caller, header_table, id, "resume_stream")?;
+    if record.retired {
+        return Err(ServerError::FailedPrecondition(format!(
+            "resume_stream: persistent stream `{id}` was retired; a retired stream never \
+             resumes, create a new one"
+        )));
+    }
+    Ok(record)
+}
+
+/// The record of stream `id` if it exists, belongs to the header's table, the caller may
+/// write that table, and this pod owns it.
+pub fn accessible(
+    pod: &Pod,
+    caller: &Caller,
+    header_table: Option<&str>,
+    id: &str,
+    what: &str,
+) -> Result<PersistentStreamRecord> {
+    let record = pod.pstreams.get(id)?;
+    check_header(header_table, &record.table, what)?;
+    pod.auth.authorize_write(caller, &record.table)?;
+    if record.owner != pod.pod_id() {
+        return Err(ServerError::Unavailable(format!(
+            "{what}: persistent stream `{id}` is held by pod `{}`, not this pod `{}`; \
+             connect to that pod",
+            record.owner,
+            pod.pod_id()
+        )));
+    }
+    Ok(record)
+}
+
+/// The plan of a resumed PROTO stream: the resume's descriptor if it sends one (it must
+/// compile to the same plan as the stream's own), else the stream's own.
+fn resumed_plan(
+    record: &PersistentStreamRecord,
+    descriptor: Option<impl AsRef<[u8]>>,
+    sink: &crate::sink::SharedSink,
+) -> Result<ProtoPlan> {
+    let own = compile(&record.descriptor, sink, "resume_stream")?;
+    let Some(given) = descriptor.filter(|d| !d.as_ref().is_empty()) else {
+        return Ok(own);
+    };
+    let given = given.as_ref();
+    if given == record.descriptor.as_slice() {
+        return Ok(own);
+    }
+    let plan = compile(given, sink, "resume_stream")?;
+    // A plan is a tree of plain data; equal renderings are equal plans.
+    if format!("{plan:?}") != format!("{own:?}") {
+        return Err(ServerError::InvalidArgument(format!(
+            "resume_stream: the descriptor does not compile to the plan persistent stream \
+             `{}` was created with; resume with the stream's descriptor",
+            record.id
+        )));
+    }
+    Ok(plan)
+}

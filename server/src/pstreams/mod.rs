@@ -1,0 +1,254 @@
+//! Persistent streams on this pod: their durable records ([`record`], kept by a
+//! [`PersistentStreamStore`]; single node: [`file_store`]), which connection holds each
+//! stream, and the highest offset this pod's WAL holds for each — the WAL half of a
+//! stream's watermark (Delta's `txn`, see `sink::stream_txns`, is the other half).
+//!
+//! One connection at a time holds a stream: a resume (or a retire) signals the connection
+//! holding it to end, and the resume waits for the hold to be released before it reads the
+//! watermark, so no two connections of one stream ever log records at once on this pod.
+//!
+//! Cross-pod seam (issue 20, planned): a record's `owner` is the pod that holds the stream;
+//! this pod refuses a resume of a stream another pod owns (UNAVAILABLE naming it). A
+//! cluster keeps the records in etcd (another store behind the same trait) and moves
+//! ownership by release + compare-and-swap.
+
+pub mod file_store;
+pub mod record;
+
+pub use file_store::FileStreamStore;
+pub use record::{PersistentStreamRecord, PersistentStreamStore, StreamRecordType};
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use sluice_wal::Lsn;
+use tokio::sync::{watch, OwnedMutexGuard};
+
+use crate::error::{Result, ServerError};
+use crate::journal::frames::RecordFormat;
+
+/// Why a connection holding a persistent stream must end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ending {
+    /// The stream was retired.
+    Retired,
+    /// Another connection resumed the stream.
+    Resumed,
+}
+
+/// This pod's view of one persistent stream.
+struct Live {
+    /// Highest offset logged in this pod's WAL and the end LSN of its frame.
+    wal_mark: Option<(i64, Lsn)>,
+    /// Held by the connection serving the stream.
+    hold: Arc<tokio::sync::Mutex<()>>,
+    /// `(generation, why)`: a connection attached at a lower generation ends.
+    signals: watch::Sender<(u64, Ending)>,
+}
+
+impl Default for Live {
+    fn default() -> Self {
+        Live {
+            wal_mark: None,
+            hold: Arc::default(),
+            signals: watch::channel((0, Ending::Resumed)).0,
+        }
+    }
+}
+
+/// A connection's hold on a persistent stream (released when dropped).
+pub struct Attached {
+    _hold: OwnedMutexGuard<()>,
+    generation: u64,
+    signals: watch::Receiver<(u64, Ending)>,
+}
+
+impl Attached {
+    /// Resolves when this connection must end, and why.
+    pub async fn ended(&mut self) -> Ending {
+        loop {
+            let (generation, why) = *self.signals.borrow_and_update();
+            if generation > self.generation {
+                return why;
+            }
+            if self.signals.changed().await.is_err() {
+                return std::future::pending().await;
+            }
+        }
+    }
+}
+
+/// The persistent streams of a pod.
+pub struct PersistentStreams {
+    store: Box<dyn PersistentStreamStore>,
+    pod_id: String,
+    live: Mutex<HashMap<String, Live>>,
+}
+
+impl PersistentStreams {
+    /// The streams kept by `store`, served by pod `pod_id`.
+    pub fn new(store: Box<dyn PersistentStreamStore>, pod_id: impl Into<String>) -> Self {
+        PersistentStreams {
+            store,
+            pod_id: pod_id.into(),
+            live: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// This pod's id (the owner of the streams it creates).
+    pub fn pod_id(&self) -> &str {
+        &self.pod_id
+    }
+
+    fn live(&self) -> Result<MutexGuard<'_, HashMap<String, Live>>> {
+        self.live
+            .lock()
+            .map_err(|_| ServerError::Internal("persistent stream state poisoned".into()))
+    }
+
+    /// Registers a new stream of `table`, owned by this pod; returns its record.
+    pub fn create(
+        &self,
+        table: &str,
+        format: RecordFormat,
+        descriptor: Vec<u8>,
+    ) -> Result<PersistentStreamRecord> {
+        let record = PersistentStreamRecord {
+            id: uuid::Uuid::new_v4().to_string(),
+            table: table.to_string(),
+            record_type: format.into(),
+            descriptor,
+            owner: self.pod_id.clone(),
+            retired: false,
+            created_at: chrono::Utc::now().to_rfc3339(),
+        };
+        self.store.put(record.clone())?;
+        Ok(record)
+    }
+
+    /// The record of stream `id`: NOT_FOUND when there is none.
+    pub fn get(&self, id: &str) -> Result<PersistentStreamRecord> {
+        self.store.get(id)?.ok_or_else(|| {
+            ServerError::NotFound(format!("persistent stream `{id}` does not exist"))
+        })
+    }
+
+    /// Marks stream `id` retired (idempotent) and ends the connection holding it.
+    pub fn retire(&self, id: &str) -> Result<PersistentStreamRecord> {
+        let mut record = self.get(id)?;
+        if !record.retired {
+            record.retired = true;
+            self.store.put(record.clone())?;
+        }
+        self.signal(id, Ending::Retired)?;
+        Ok(record)
+    }
+
+    /// Signals every connection attached to `id` so far to end; returns the new generation.
+    fn signal(&self, id: &str, why: Ending) -> Result<(u64, Arc<tokio::sync::Mutex<()>>)> {
+        let mut live = self.live()?;
+        let entry = live.entry(id.to_string()).or_default();
+        let generation = entry.signals.borrow().0 + 1;
+        entry.signals.send_replace((generation, why));
+        Ok((generation, entry.hold.clone()))
+    }
+
+    /// Takes the hold on stream `id` for a new connection: the connection holding it is
+    /// told to end (`Ending::Resumed`) and this waits until it has.
+    pub async fn attach(&self, id: &str) -> Result<Attached> {
+        let (generation, hold) = self.signal(id, Ending::Resumed)?;
+        let signals = self
+            .live()?
+            .get(id)
+            .map(|e| e.signals.subscribe())
+            .ok_or_else(|| ServerError::Internal(format!("stream `{id}` vanished")))?;
+        let hold = hold.lock_owned().await;
+        Ok(Attached {
+            _hold: hold,
+            generation,
+            signals,
+        })
+    }
+
+    /// Notes that stream `id`'s records up to `offset` are logged in the frame ending at `lsn`.
+    pub fn wal_logged(&self, id: &str, offset: i64, lsn: Lsn) {
+        if let Ok(mut live) = self.live() {
+            let mark = &mut live.entry(id.to_string()).or_default().wal_mark;
+            if mark.is_none_or(|(o, _)| o < offset) {
+                *mark = Some((offset, lsn));
+            }
+        }
+    }
+
+    /// The highest offset of stream `id` logged in this pod's WAL, with its frame's end LSN.
+    pub fn wal_mark(&self, id: &str) -> Option<(i64, Lsn)> {
+        self.live().ok()?.get(id).and_then(|e| e.wal_mark)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn streams(dir: &std::path::Path) -> PersistentStreams {
+        let store = FileStreamStore::open(dir).expect("store");
+        PersistentStreams::new(Box::new(store), "pod-a")
+    }
+
+    #[tokio::test]
+    async fn a_resume_ends_the_connection_holding_the_stream_and_waits_for_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let streams = Arc::new(streams(dir.path()));
+        let id = streams
+            .create("main.a.b", RecordFormat::Json, Vec::new())
+            .expect("create")
+            .id;
+        let mut first = streams.attach(&id).await.expect("attach");
+        let second = {
+            let streams = streams.clone();
+            let id = id.clone();
+            tokio::spawn(async move { streams.attach(&id).await.map(|_| ()) })
+        };
+        let why = tokio::time::timeout(Duration::from_secs(5), first.ended())
+            .await
+            .expect("the first connection is told to end");
+        assert_eq!(why, Ending::Resumed);
+        assert!(
+            !second.is_finished(),
+            "waits while the first holds the stream"
+        );
+        drop(first);
+        let attached = tokio::time::timeout(Duration::from_secs(5), second).await;
+        assert!(matches!(attached, Ok(Ok(Ok(())))));
+    }
+
+    #[tokio::test]
+    async fn retire_is_idempotent_and_ends_the_holder() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let streams = streams(dir.path());
+        let id = streams
+            .create("main.a.b", RecordFormat::Json, Vec::new())
+            .expect("create")
+            .id;
+        let mut held = streams.attach(&id).await.expect("attach");
+        assert!(streams.retire(&id).expect("retire").retired);
+        assert_eq!(held.ended().await, Ending::Retired);
+        assert!(streams.retire(&id).expect("again").retired);
+        assert!(matches!(
+            streams.retire("nope"),
+            Err(ServerError::NotFound(_))
+        ));
+    }
+
+    #[test]
+    fn the_wal_mark_only_grows() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let streams = streams(dir.path());
+        assert_eq!(streams.wal_mark("s"), None);
+        streams.wal_logged("s", 5, 100);
+        streams.wal_logged("s", 3, 200);
+        assert_eq!(streams.wal_mark("s"), Some((5, 100)));
+    }
+}

@@ -1,0 +1,82 @@
+//! A persistent stream's durable record and the store that keeps the records: the
+//! registry a resume, a retire and replay consult. Single node: [`super::file_store`];
+//! a cluster's etcd store is the planned seam (same trait).
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Result;
+use crate::journal::frames::RecordFormat;
+
+/// How a persistent stream's records are encoded (fixed at creation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StreamRecordType {
+    /// Protobuf, per the stream's descriptor.
+    Proto,
+    /// JSON objects.
+    Json,
+}
+
+impl From<RecordFormat> for StreamRecordType {
+    fn from(format: RecordFormat) -> Self {
+        match format {
+            RecordFormat::Proto => StreamRecordType::Proto,
+            RecordFormat::Json => StreamRecordType::Json,
+        }
+    }
+}
+
+impl From<StreamRecordType> for RecordFormat {
+    fn from(t: StreamRecordType) -> Self {
+        match t {
+            StreamRecordType::Proto => RecordFormat::Proto,
+            StreamRecordType::Json => RecordFormat::Json,
+        }
+    }
+}
+
+/// One persistent stream, as the registry keeps it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PersistentStreamRecord {
+    /// The durable stream id (a UUID), also the appId of its Delta `txn`.
+    pub id: String,
+    /// Full table name (lower case).
+    pub table: String,
+    /// Record encoding.
+    pub record_type: StreamRecordType,
+    /// The encoded DescriptorProto of a PROTO stream (base64 in the file; empty for JSON):
+    /// a resume's descriptor must compile to the same plan against the table.
+    #[serde(with = "base64_bytes")]
+    pub descriptor: Vec<u8>,
+    /// The pod that holds the stream (its WAL has the stream's uncommitted records).
+    pub owner: String,
+    /// Retired streams never resume.
+    pub retired: bool,
+    /// When the stream was created (RFC 3339).
+    pub created_at: String,
+}
+
+/// Where persistent stream records live.
+pub trait PersistentStreamStore: Send + Sync {
+    /// The record of stream `id`, if any.
+    fn get(&self, id: &str) -> Result<Option<PersistentStreamRecord>>;
+    /// Stores `record` (new or replacing the one with its id), durably.
+    fn put(&self, record: PersistentStreamRecord) -> Result<()>;
+}
+
+/// Serde of bytes as standard base64 text.
+mod base64_bytes {
+    use base64::Engine;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(bytes))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let text = String::deserialize(d)?;
+        base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .map_err(serde::de::Error::custom)
+    }
+}
