@@ -13,7 +13,8 @@
 # (-D warnings, all targets, bench features), proves that the server builds
 # with a protoc that always fails (scripts/check-no-protoc.sh), builds and runs the Rust
 # tests (unit, property and integration tests, the integration tests drive real `sluice`
-# processes with the official Rust SDK) and the Python SDK tests.
+# processes with the official Rust SDK), the official Rust SDK 3.0.0 interop tests
+# (scripts/interop-sdk3.sh) and the Python SDK tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -50,5 +51,9 @@ scripts/check-no-protoc.sh
 cargo test --workspace --locked
 # WAL fault injection (short writes, EIO, ENOSPC, power cuts): its own feature-gated target.
 cargo test --locked -p sluice-wal --features failpoints --test failpoints
+
+# The official Rust SDK 3.0.0 (persistent streams, `eos`) against the debug server: its own
+# crate and lock outside the workspace (interop/sdk3, README there).
+scripts/interop-sdk3.sh
 
 SLUICE_BIN="$PWD/target/debug/sluice" "$venv/bin/python" -m pytest -q tests/python
