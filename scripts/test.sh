@@ -44,6 +44,7 @@ fi
 # target, the feature-gated benchmark binaries included (`peers` is left out: it builds
 # RocksDB from C++ source, ~10 min on 2 cores, and only adds the message-queue peers).
 cargo fmt --all --check
+cargo fmt --manifest-path interop/sdk3/Cargo.toml --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo clippy -p sluice-bench --all-targets --locked --features e2e,decoders,sinkbench,walbench -- -D warnings
 
