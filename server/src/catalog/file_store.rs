@@ -4,13 +4,13 @@
 //! old one (then the directory is fsync'd), so a crash leaves either the old or
 //! the new catalog, never a torn one. One process owns the file (the WAL's
 //! directory lock keeps a second pod off the data directory), so revisions
-//! are an in-process counter.
+//! are an in-process counter. The file is created owner-only (0600).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use super::store::{CatalogStore, Stored};
+use crate::data_dir::write_private;
 use crate::error::{Result, ServerError};
 
 const CATALOG_FILE: &str = "catalog.json";
@@ -71,13 +71,9 @@ impl CatalogStore for FileStore {
 
 fn persist(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = path.with_extension("json.tmp");
-    let ctx = |what: &str| format!("{what} {}", tmp.display());
-    let mut file = std::fs::File::create(&tmp).map_err(|e| ServerError::io(ctx("creating"), e))?;
-    file.write_all(bytes)
-        .map_err(|e| ServerError::io(ctx("writing"), e))?;
-    file.sync_all()
-        .map_err(|e| ServerError::io(ctx("syncing"), e))?;
-    std::fs::rename(&tmp, path).map_err(|e| ServerError::io(ctx("renaming"), e))?;
+    write_private(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)
+        .map_err(|e| ServerError::io(format!("renaming {}", tmp.display()), e))?;
     if let Some(dir) = path.parent() {
         std::fs::File::open(dir)
             .and_then(|d| d.sync_all())

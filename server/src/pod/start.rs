@@ -26,8 +26,7 @@ impl Pod {
     /// Starts a pod: recovery included, ready to serve when this returns.
     pub async fn start(config: ServeConfig) -> Result<Arc<Pod>> {
         config.sanitize()?;
-        std::fs::create_dir_all(&config.data_dir)
-            .map_err(|e| ServerError::io(format!("creating {}", config.data_dir.display()), e))?;
+        crate::data_dir::tighten(&config.data_dir)?;
         let catalog = Arc::new(open_catalog(&config).await?);
         if config.auth == AuthMode::OAuth {
             bootstrap_admin(&catalog, &config)?;
@@ -128,7 +127,7 @@ async fn open_catalog(config: &ServeConfig) -> Result<Catalog> {
 
 /// The WAL in `<data-dir>/wal`, recovered up to its last whole frame.
 fn open_wal(config: &ServeConfig) -> Result<Wal> {
-    let mut wal_options = WalOptions::new(config.data_dir.join("wal"));
+    let mut wal_options = WalOptions::new(config.data_dir.join(crate::data_dir::WAL_DIR));
     wal_options.segment_bytes = config.wal_segment_bytes;
     wal_options.prepare_segments = config.wal_prepare_segments;
     wal_options.durability = if config.wal_fsync {

@@ -5,6 +5,7 @@
 //! `deltalake` crate.
 
 mod auth;
+mod auth_gate;
 mod bad_input;
 mod catalog_etcd;
 mod cli_tables;
@@ -15,6 +16,7 @@ mod crash_torture;
 mod disk_full;
 mod doctor;
 mod exactly_once;
+mod file_modes;
 mod harness;
 mod id_v;
 mod ledger;
