@@ -8,6 +8,7 @@ use crate::config::AuthMode;
 use crate::error::{Result, ServerError};
 
 use super::caller::Caller;
+use super::kek::Kek;
 use super::secrets::verify_secret;
 use super::token::{key_id, TokenSigner};
 
@@ -19,9 +20,15 @@ pub struct Authenticator {
 }
 
 impl Authenticator {
-    /// Builds the authenticator; creates the first signing key if none exists.
-    pub fn new(mode: AuthMode, catalog: Arc<Catalog>, ttl: std::time::Duration) -> Result<Self> {
-        let signer = TokenSigner::load_or_create(&catalog, ttl)?;
+    /// Builds the authenticator; creates the first signing key if none exists (the keys
+    /// are kept encrypted under `kek`).
+    pub fn new(
+        mode: AuthMode,
+        catalog: Arc<Catalog>,
+        ttl: std::time::Duration,
+        kek: Kek,
+    ) -> Result<Self> {
+        let signer = TokenSigner::load_or_create(&catalog, ttl, kek)?;
         Ok(Authenticator {
             mode,
             catalog,

@@ -13,6 +13,7 @@ use tokio_util::task::TaskTracker;
 
 use super::{open_sink, Pod};
 use crate::auth::bootstrap::bootstrap_admin;
+use crate::auth::kek::pod_kek;
 use crate::auth::Authenticator;
 use crate::catalog::{Catalog, EtcdStore};
 use crate::cluster::load::LoadCounters;
@@ -36,10 +37,18 @@ impl Pod {
                 config.listen
             );
         }
+        let has_sealed_keys = catalog.signing_keys()?.iter().any(|k| k.sealed.is_some());
+        let kek = pod_kek(
+            config.secrets_key.as_ref(),
+            &config.data_dir,
+            config.cluster.is_some(),
+            has_sealed_keys,
+        )?;
         let auth = Arc::new(Authenticator::new(
             config.auth,
             catalog.clone(),
             config.token_ttl,
+            kek,
         )?);
         let wal = open_wal(&config)?;
         let warehouse = Warehouse::parse(

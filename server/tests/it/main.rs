@@ -30,6 +30,7 @@ mod rescued_data;
 mod restart;
 mod rows;
 mod sdk_end_to_end;
+mod secrets;
 mod statuses;
 mod system_columns;
 mod tls;
