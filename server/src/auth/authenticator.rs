@@ -9,6 +9,7 @@ use crate::error::{Result, ServerError};
 
 use super::caller::Caller;
 use super::kek::Kek;
+use super::pacing::FailurePacer;
 use super::secrets::verify_secret;
 use super::token::{key_id, TokenSigner};
 
@@ -17,6 +18,7 @@ pub struct Authenticator {
     mode: AuthMode,
     catalog: Arc<Catalog>,
     signer: TokenSigner,
+    pacer: FailurePacer,
 }
 
 impl Authenticator {
@@ -33,6 +35,7 @@ impl Authenticator {
             mode,
             catalog,
             signer,
+            pacer: FailurePacer::default(),
         })
     }
 
@@ -44,6 +47,11 @@ impl Authenticator {
     /// The token signer.
     pub fn signer(&self) -> &TokenSigner {
         &self.signer
+    }
+
+    /// Failed-secret pacing of the token endpoint.
+    pub fn pacer(&self) -> &FailurePacer {
+        &self.pacer
     }
 
     /// Checks a client id and secret; returns the principal.

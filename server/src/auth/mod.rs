@@ -16,6 +16,7 @@ mod cost;
 mod endpoint;
 pub mod form;
 pub mod kek;
+mod pacing;
 mod secrets;
 mod token;
 
@@ -23,5 +24,6 @@ pub use authenticator::Authenticator;
 pub use caller::{Caller, TABLE_HEADER};
 pub use endpoint::token_endpoint;
 pub use kek::{Kek, KekSource};
+pub use pacing::FailurePacer;
 pub use secrets::{generate_secret, hash_secret, verify_secret};
 pub use token::{key_id, open_key, reseal, Claims, TokenSigner};
