@@ -76,6 +76,10 @@ pub struct ServeConfig {
     /// Cluster membership: everything a pod needs to join one. Default: none
     /// (single node, embedded catalog).
     pub cluster: Option<ClusterConfig>,
+    /// The key-encryption key of the token-signing keys (`--secrets-key-file`,
+    /// `SLUICE_SECRETS_KEY`). Default: none (single node: `<data-dir>/secrets.key`,
+    /// generated on the first start; a cluster pod refuses to start).
+    pub secrets_key: Option<crate::auth::KekSource>,
 }
 
 /// How a pod takes part in a cluster (`sluice serve --join etcd://…`).
@@ -116,6 +120,7 @@ impl ServeConfig {
             wal_segment_bytes: 64 << 20,
             wal_prepare_segments: false,
             cluster: None,
+            secrets_key: None,
         }
     }
 

@@ -13,6 +13,7 @@ pub mod auth;
 pub mod catalog;
 pub mod cluster;
 pub mod config;
+pub mod data_dir;
 pub mod doctor;
 pub mod error;
 pub mod http;

@@ -3,6 +3,10 @@
 //! and the random bytes of the log id use `std` directly (nothing to inject there).
 //!
 //! Every function names the operation and the path in its error.
+//!
+//! Privacy: the log holds every record before it reaches Delta, so its directory is created
+//! with mode [`DIR_MODE`] and every file in it (segments, spares, `wal-id`, `LOCK`) with
+//! [`FILE_MODE`], set at creation (independent of the umask).
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, IoSlice, Read, Write};
@@ -14,21 +18,42 @@ use crate::error::{Result, WalError};
 /// Name of the lock file inside the log directory.
 const LOCK_FILE: &str = "LOCK";
 
+/// Mode of the log directory (and of any parent it creates): owner only.
+pub const DIR_MODE: u32 = 0o700;
+/// Mode of every file of the log: owner read and write only.
+pub const FILE_MODE: u32 = 0o600;
+
 pub(crate) fn create_dir_all(dir: &Path) -> Result<()> {
-    std::fs::create_dir_all(dir)
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, DIR_MODE);
+    builder
+        .create(dir)
         .map_err(|e| WalError::io(format!("create directory {}", dir.display()), e))
 }
 
-/// Takes an exclusive `flock` on `{dir}/LOCK`; held until the returned file is dropped.
-pub(crate) fn lock_dir(dir: &Path) -> Result<File> {
+/// Makes `options` create its file with [`FILE_MODE`] (an existing file keeps its mode).
+pub(crate) fn owner_only(options: &mut OpenOptions) -> &mut OpenOptions {
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(options, FILE_MODE);
+    options
+}
+
+/// Takes an exclusive `flock` on `{dir}/LOCK` (what an open log holds), held until the
+/// returned file is dropped: [`WalError::Locked`] while a log is open there. Tools that
+/// must not run beside a live log take it too.
+pub fn lock_dir(dir: &Path) -> Result<File> {
     let path = dir.join(LOCK_FILE);
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .map_err(|e| WalError::io(format!("open lock file {}", path.display()), e))?;
+    let file = owner_only(
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false),
+    )
+    .open(&path)
+    .map_err(|e| WalError::io(format!("open lock file {}", path.display()), e))?;
     flock_exclusive(&file).map_err(|e| {
         if e.kind() == io::ErrorKind::WouldBlock {
             WalError::Locked(dir.to_path_buf())
@@ -183,8 +208,9 @@ pub(crate) fn read_to_string_if_exists(path: &Path) -> Result<Option<String>> {
 pub(crate) fn write_file_durably(dir: &Path, name: &str, contents: &[u8]) -> Result<()> {
     let tmp = dir.join(format!("{name}.tmp"));
     let path = dir.join(name);
-    let mut file =
-        File::create(&tmp).map_err(|e| WalError::io(format!("create {}", tmp.display()), e))?;
+    let mut file = owner_only(OpenOptions::new().write(true).create(true).truncate(true))
+        .open(&tmp)
+        .map_err(|e| WalError::io(format!("create {}", tmp.display()), e))?;
     file.write_all(contents)
         .map_err(|e| WalError::io(format!("write {}", tmp.display()), e))?;
     file.sync_all()

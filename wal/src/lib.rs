@@ -61,6 +61,7 @@ mod wal;
 mod writer;
 
 pub use error::{Result, WalError};
+pub use fs::{lock_dir, DIR_MODE, FILE_MODE};
 pub use lsn::Lsn;
 pub use options::{Durability, RecoveryMode, WalOptions};
 pub use reader::Frame;

@@ -8,6 +8,8 @@ use crate::config::AuthMode;
 use crate::error::{Result, ServerError};
 
 use super::caller::Caller;
+use super::kek::Kek;
+use super::pacing::FailurePacer;
 use super::secrets::verify_secret;
 use super::token::{key_id, TokenSigner};
 
@@ -16,16 +18,24 @@ pub struct Authenticator {
     mode: AuthMode,
     catalog: Arc<Catalog>,
     signer: TokenSigner,
+    pacer: FailurePacer,
 }
 
 impl Authenticator {
-    /// Builds the authenticator; creates the first signing key if none exists.
-    pub fn new(mode: AuthMode, catalog: Arc<Catalog>, ttl: std::time::Duration) -> Result<Self> {
-        let signer = TokenSigner::load_or_create(&catalog, ttl)?;
+    /// Builds the authenticator; creates the first signing key if none exists (the keys
+    /// are kept encrypted under `kek`).
+    pub fn new(
+        mode: AuthMode,
+        catalog: Arc<Catalog>,
+        ttl: std::time::Duration,
+        kek: Kek,
+    ) -> Result<Self> {
+        let signer = TokenSigner::load_or_create(&catalog, ttl, kek)?;
         Ok(Authenticator {
             mode,
             catalog,
             signer,
+            pacer: FailurePacer::default(),
         })
     }
 
@@ -37,6 +47,11 @@ impl Authenticator {
     /// The token signer.
     pub fn signer(&self) -> &TokenSigner {
         &self.signer
+    }
+
+    /// Failed-secret pacing of the token endpoint.
+    pub fn pacer(&self) -> &FailurePacer {
+        &self.pacer
     }
 
     /// Checks a client id and secret; returns the principal.

@@ -3,12 +3,12 @@
 //! generated one whose credentials are printed once and kept in the data
 //! dir's [`ADMIN_CREDENTIALS_FILE`], mode 0600, for the local CLI).
 
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use super::{generate_secret, hash_secret};
 use crate::catalog::{Catalog, PrincipalEntry};
 use crate::config::ServeConfig;
+use crate::data_dir::write_private;
 use crate::error::{Result, ServerError};
 
 /// File in the data dir holding the generated admin credentials (mode 0600).
@@ -44,7 +44,7 @@ pub fn bootstrap_admin(catalog: &Catalog, config: &ServeConfig) -> Result<()> {
         let path = config.data_dir.join(ADMIN_CREDENTIALS_FILE);
         write_private(
             &path,
-            &format!("SLUICE_CLIENT_ID={client_id}\nSLUICE_CLIENT_SECRET={secret}\n"),
+            format!("SLUICE_CLIENT_ID={client_id}\nSLUICE_CLIENT_SECRET={secret}\n").as_bytes(),
         )?;
         println!(
             "Created admin principal (shown once; also stored in {}):\n  SLUICE_CLIENT_ID={client_id}\n  SLUICE_CLIENT_SECRET={secret}",
@@ -54,20 +54,6 @@ pub fn bootstrap_admin(catalog: &Catalog, config: &ServeConfig) -> Result<()> {
         tracing::info!(client_id, "created bootstrap admin principal");
     }
     Ok(())
-}
-
-fn write_private(path: &Path, text: &str) -> Result<()> {
-    use std::io::Write;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(|e| ServerError::io(format!("creating {}", path.display()), e))?;
-    f.write_all(text.as_bytes())
-        .and_then(|_| f.sync_all())
-        .map_err(|e| ServerError::io(format!("writing {}", path.display()), e))
 }
 
 /// Reads `SLUICE_CLIENT_ID` / `SLUICE_CLIENT_SECRET` from an admin
@@ -127,7 +113,7 @@ mod tests {
         assert_eq!(read_admin_credentials(dir.path()), None);
         write_private(
             &dir.path().join(ADMIN_CREDENTIALS_FILE),
-            "SLUICE_CLIENT_ID=ops\n",
+            b"SLUICE_CLIENT_ID=ops\n",
         )
         .expect("write");
         assert_eq!(read_admin_credentials(dir.path()), None);

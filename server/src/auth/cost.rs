@@ -52,7 +52,8 @@ fn auth_cost() {
             privilege: Privilege::Modify,
         })
         .expect("grant");
-    let auth = Authenticator::new(AuthMode::OAuth, catalog, Duration::from_secs(3600))
+    let kek = super::Kek::generate().expect("kek");
+    let auth = Authenticator::new(AuthMode::OAuth, catalog, Duration::from_secs(3600), kek)
         .expect("authenticator");
     let n = 20_000;
     let token = auth

@@ -5,7 +5,9 @@
 //! `scope`, `resource` and `authorization_details` (a JSON array of Unity
 //! Catalog privilege requests). A request naming tables gets a token scoped to
 //! exactly those tables; one naming none gets the principal's full rights
-//! (what the `sluice` CLI uses). Errors follow RFC 6749 §5.2.
+//! (what the `sluice` CLI uses). Errors follow RFC 6749 §5.2. Failed secrets are
+//! paced per client id ([`super::FailurePacer`]): 429 with `Retry-After` while a
+//! client id must wait.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -142,9 +144,26 @@ pub async fn token_endpoint(
             "client credentials missing: use HTTP basic auth",
         );
     };
+    if let Err(wait) = auth.pacer().check(&client_id) {
+        metrics::counter!("sluice_token_requests_total", "outcome" => "paced").increment(1);
+        let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        let mut response = oauth_error(
+            StatusCode::TOO_MANY_REQUESTS,
+            "slow_down",
+            &format!("too many failed attempts for client `{client_id}`; retry in {secs} s"),
+        );
+        response
+            .headers_mut()
+            .insert(axum::http::header::RETRY_AFTER, secs.into());
+        return response;
+    }
     let principal = match auth.check_client(&client_id, &secret) {
-        Ok(p) => p,
+        Ok(p) => {
+            auth.pacer().succeeded(&client_id);
+            p
+        }
         Err(_) => {
+            auth.pacer().failed(&client_id);
             metrics::counter!("sluice_token_requests_total", "outcome" => "invalid_client")
                 .increment(1);
             return oauth_error(

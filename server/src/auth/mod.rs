@@ -6,6 +6,7 @@
 //! table to `/oidc/v1/token`; Sluice answers with a short-lived HS256 JWT
 //! scoped to that table; every gRPC stream then carries
 //! `authorization: Bearer <jwt>` and `x-databricks-zerobus-table-name`.
+//! The signing keys are stored encrypted under the key-encryption key ([`kek`]).
 
 mod authenticator;
 pub mod bootstrap;
@@ -14,11 +15,15 @@ mod caller;
 mod cost;
 mod endpoint;
 pub mod form;
+pub mod kek;
+mod pacing;
 mod secrets;
 mod token;
 
 pub use authenticator::Authenticator;
 pub use caller::{Caller, TABLE_HEADER};
 pub use endpoint::token_endpoint;
+pub use kek::{Kek, KekSource};
+pub use pacing::FailurePacer;
 pub use secrets::{generate_secret, hash_secret, verify_secret};
-pub use token::{key_id, Claims, TokenSigner};
+pub use token::{key_id, open_key, reseal, Claims, TokenSigner};

@@ -3,6 +3,10 @@
 //! Layout: `base64url(header).base64url(claims).base64url(hmac_sha256)`, with
 //! header `{"alg":"HS256","typ":"JWT","kid":...}`. The `kid` picks the key, so
 //! a rotated-out key keeps verifying tokens still in their lifetime.
+//!
+//! The keys are stored encrypted under the key-encryption key ([`Kek`]); only this
+//! process's memory holds them in plain. A catalog written before encryption is
+//! migrated on the first start ([`TokenSigner::load_or_create`]).
 
 use std::sync::RwLock;
 use std::time::Duration;
@@ -14,6 +18,7 @@ use rand::RngCore;
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
+use super::kek::Kek;
 use crate::catalog::{now_millis, Catalog, SigningKey};
 use crate::error::{Result, ServerError};
 
@@ -63,18 +68,37 @@ struct Header {
 pub struct TokenSigner {
     keys: RwLock<Vec<(String, Vec<u8>)>>,
     ttl: Duration,
+    kek: Kek,
 }
 
 impl TokenSigner {
-    /// Loads the catalog's keys, creating the first one if there is none.
-    pub fn load_or_create(catalog: &Catalog, ttl: Duration) -> Result<TokenSigner> {
-        if catalog.signing_keys()?.is_empty() {
-            catalog.add_signing_key(new_key())?;
-        }
+    /// Loads the catalog's keys (decrypting them with `kek`), creating the first one if
+    /// there is none and encrypting any stored in plain (with a warning). A key that does
+    /// not decrypt under `kek` fails: keys are never regenerated behind the operator's back.
+    pub fn load_or_create(catalog: &Catalog, ttl: Duration, kek: Kek) -> Result<TokenSigner> {
         let signer = TokenSigner {
             keys: RwLock::new(Vec::new()),
             ttl,
+            kek,
         };
+        if catalog.signing_keys()?.is_empty() {
+            catalog.add_signing_key(new_key(&signer.kek)?)?;
+        }
+        let plain = catalog
+            .signing_keys()?
+            .iter()
+            .filter(|k| k.sealed.is_none())
+            .count();
+        if plain > 0 {
+            let sealed = catalog.change_signing_keys(|k| seal_plain(&signer.kek, k))?;
+            tracing::warn!(
+                keys = sealed,
+                kek_id = signer.kek.id(),
+                "the catalog held token-signing keys in plain text; they are now encrypted \
+                 under the key-encryption key (copies of the old catalog still hold them: \
+                 rotate the signing keys with `sluice keys rotate` once old tokens expired)"
+            );
+        }
         signer.reload(catalog)?;
         Ok(signer)
     }
@@ -83,9 +107,7 @@ impl TokenSigner {
     pub fn reload(&self, catalog: &Catalog) -> Result<()> {
         let mut keys = Vec::new();
         for k in catalog.signing_keys()? {
-            let secret = STANDARD
-                .decode(&k.secret)
-                .map_err(|e| ServerError::Internal(format!("signing key {}: {e}", k.kid)))?;
+            let secret = open_key(&self.kek, &k)?;
             keys.push((k.kid, secret));
         }
         *self
@@ -99,7 +121,7 @@ impl TokenSigner {
     /// older keys keep verifying tokens still in their lifetime. Returns the
     /// new key's id.
     pub fn rotate(&self, catalog: &Catalog) -> Result<String> {
-        let key = new_key();
+        let key = new_key(&self.kek)?;
         let kid = key.kid.clone();
         catalog.add_signing_key(key)?;
         self.reload(catalog)?;
@@ -206,14 +228,47 @@ pub fn key_id(token: &str) -> Option<String> {
     Some(header.kid)
 }
 
-fn new_key() -> SigningKey {
+fn new_key(kek: &Kek) -> Result<SigningKey> {
     let mut secret = [0u8; 32];
     rand::rng().fill_bytes(&mut secret);
-    SigningKey {
-        kid: uuid::Uuid::new_v4().simple().to_string(),
-        secret: STANDARD.encode(secret),
+    let kid = uuid::Uuid::new_v4().simple().to_string();
+    Ok(SigningKey {
+        sealed: Some(kek.seal(&kid, &secret)?),
+        kid,
+        secret: String::new(),
         created_at: now_millis(),
+    })
+}
+
+/// The plain HMAC key of a stored key: decrypted with `kek`, or (a catalog from before
+/// encryption) decoded from its legacy plain field.
+pub fn open_key(kek: &Kek, key: &SigningKey) -> Result<Vec<u8>> {
+    match &key.sealed {
+        Some(envelope) => kek.open(&key.kid, envelope),
+        None => STANDARD
+            .decode(&key.secret)
+            .map_err(|e| ServerError::Internal(format!("signing key {}: {e}", key.kid))),
     }
+}
+
+/// Encrypts a key stored in plain; returns whether it was.
+fn seal_plain(kek: &Kek, key: &mut SigningKey) -> Result<bool> {
+    if key.sealed.is_some() {
+        return Ok(false);
+    }
+    let plain = open_key(kek, key)?;
+    key.sealed = Some(kek.seal(&key.kid, &plain)?);
+    key.secret.clear();
+    Ok(true)
+}
+
+/// Re-encrypts a stored key from `old` to `new` (a key in plain is encrypted); returns
+/// true (every key changes).
+pub fn reseal(old: &Kek, new: &Kek, key: &mut SigningKey) -> Result<bool> {
+    let plain = open_key(old, key)?;
+    key.sealed = Some(new.seal(&key.kid, &plain)?);
+    key.secret.clear();
+    Ok(true)
 }
 
 fn mac(key: &[u8], input: &[u8]) -> Result<Vec<u8>> {
@@ -238,10 +293,15 @@ fn decode_json<T: for<'de> Deserialize<'de>>(part: &str) -> Option<T> {
 mod tests {
     use super::*;
 
+    fn test_kek() -> Kek {
+        Kek::from_bytes([9u8; 32]).expect("kek")
+    }
+
     fn signer() -> (tempfile::TempDir, TokenSigner) {
         let dir = tempfile::tempdir().expect("tempdir");
         let catalog = Catalog::open(dir.path()).expect("catalog");
-        let s = TokenSigner::load_or_create(&catalog, Duration::from_secs(600)).expect("signer");
+        let s = TokenSigner::load_or_create(&catalog, Duration::from_secs(600), test_kek())
+            .expect("signer");
         (dir, s)
     }
 
@@ -259,7 +319,8 @@ mod tests {
     fn tokens_of_a_rotated_out_key_keep_verifying() {
         let dir = tempfile::tempdir().expect("tempdir");
         let catalog = Catalog::open(dir.path()).expect("catalog");
-        let s = TokenSigner::load_or_create(&catalog, Duration::from_secs(600)).expect("signer");
+        let s = TokenSigner::load_or_create(&catalog, Duration::from_secs(600), test_kek())
+            .expect("signer");
         let old = s.issue("me", vec!["a.b.c".into()], false).expect("issue");
         let kid = s.rotate(&catalog).expect("rotate");
         let new = s.issue("me", vec!["a.b.c".into()], false).expect("issue");
@@ -267,7 +328,8 @@ mod tests {
         assert_ne!(key_id(&old), key_id(&new));
         s.verify(&old).expect("old token verifies");
         s.verify(&new).expect("new token verifies");
-        let fresh = TokenSigner::load_or_create(&catalog, Duration::from_secs(600)).expect("s2");
+        let fresh = TokenSigner::load_or_create(&catalog, Duration::from_secs(600), test_kek())
+            .expect("s2");
         fresh.verify(&old).expect("old token verifies after reload");
     }
 

@@ -4,14 +4,13 @@
 //! old one (then the directory is fsync'd), so a crash leaves either the old or
 //! the new catalog, never a torn one. One process owns the file (the WAL's
 //! directory lock keeps a second pod off the data directory), so revisions
-//! are an in-process counter.
+//! are an in-process counter. The file is created owner-only (0600).
 
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use super::store::{CatalogStore, Stored};
+use crate::data_dir::write_private;
 use crate::error::{Result, ServerError};
 
 const CATALOG_FILE: &str = "catalog.json";
@@ -55,7 +54,7 @@ impl CatalogStore for FileStore {
         if self.revision.load(Ordering::Acquire) != expected {
             return Ok(None);
         }
-        persist_file(&self.path, bytes, 0o666)?;
+        persist_file(&self.path, bytes)?;
         let next = expected + 1;
         self.revision.store(next, Ordering::Release);
         Ok(Some(next))
@@ -70,29 +69,21 @@ impl CatalogStore for FileStore {
     }
 }
 
-/// Replaces the JSON file at `path` with `bytes` atomically: a temporary file created with
-/// `mode` (less the umask), fsync'd, renamed over `path`, then the directory fsync'd.
-pub(crate) fn persist_file(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
+/// Replaces the JSON file at `path` with `bytes` atomically: a temporary file created
+/// owner-only (0600, umask-independent), fsync'd, renamed over `path`, then the directory
+/// fsync'd.
+pub(crate) fn persist_file(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = path.with_extension("json.tmp");
-    let ctx = |what: &str| format!("{what} {}", tmp.display());
-    // A leftover temporary file would keep its old mode.
+    // A leftover temporary file would keep its old (maybe looser) mode.
     match std::fs::remove_file(&tmp) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            return Err(ServerError::io(ctx("removing"), e))
+            return Err(ServerError::io(format!("removing {}", tmp.display()), e))
         }
         _ => {}
     }
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .open(&tmp)
-        .map_err(|e| ServerError::io(ctx("creating"), e))?;
-    file.write_all(bytes)
-        .map_err(|e| ServerError::io(ctx("writing"), e))?;
-    file.sync_all()
-        .map_err(|e| ServerError::io(ctx("syncing"), e))?;
-    std::fs::rename(&tmp, path).map_err(|e| ServerError::io(ctx("renaming"), e))?;
+    write_private(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)
+        .map_err(|e| ServerError::io(format!("renaming {}", tmp.display()), e))?;
     if let Some(dir) = path.parent() {
         std::fs::File::open(dir)
             .and_then(|d| d.sync_all())

@@ -89,13 +89,18 @@ pub struct PrincipalEntry {
     pub admin: bool,
 }
 
-/// A key that signs access tokens.
+/// A key that signs access tokens. Stored encrypted (`sealed`); `secret` is only read
+/// from catalogs written before encryption, which are migrated at start.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SigningKey {
     /// Key id, carried in the token header.
     pub kid: String,
-    /// Base64 of the 32-byte HMAC key.
+    /// Legacy: base64 of the plaintext 32-byte HMAC key (empty once sealed).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub secret: String,
+    /// The HMAC key encrypted under the key-encryption key (`auth::Kek` envelope).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sealed: Option<String>,
     /// Creation time, milliseconds since the epoch.
     pub created_at: i64,
 }
@@ -346,6 +351,24 @@ impl Catalog {
     /// The signing keys, newest last.
     pub fn signing_keys(&self) -> Result<Vec<SigningKey>> {
         self.read(|s| s.signing_keys.clone())
+    }
+
+    /// Applies `f` to every signing key in one change (re-encryption); returns how many
+    /// keys `f` changed (it returns whether it did).
+    pub fn change_signing_keys(
+        &self,
+        mut f: impl FnMut(&mut SigningKey) -> Result<bool>,
+    ) -> Result<usize> {
+        if self.signing_keys()?.is_empty() {
+            return Ok(0);
+        }
+        self.update(|s| {
+            let mut changed = 0;
+            for key in &mut s.signing_keys {
+                changed += usize::from(f(key)?);
+            }
+            Ok(changed)
+        })
     }
 
     /// Adds a signing key (it becomes the one that signs).

@@ -30,6 +30,11 @@ pub struct ConnArgs {
 }
 
 impl ConnArgs {
+    /// The local data directory (`--data-dir`).
+    pub fn data_dir(&self) -> &std::path::Path {
+        &self.data_dir
+    }
+
     /// Connects to the pod.
     pub async fn connect(&self) -> Result<Client> {
         Client::connect(&self.server, &self.data_dir).await

@@ -1,12 +1,15 @@
 //! `sluice cluster up --pods N`: a whole cluster as local processes on loopback, for
 //! development and demos: one etcd (the `etcd` binary on PATH, e.g. Debian `etcd-server`),
-//! N pods sharing one local-folder warehouse, and a router. Everything lives under `--dir`.
+//! N pods sharing one local-folder warehouse, and a router. Everything lives under `--dir`,
+//! including the key-encryption key the pods share (`secrets.key`, generated once).
 //! Ctrl-C (or SIGTERM) drains the pods (SIGTERM each), then stops the router and etcd.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use sluice_server::auth::kek::GENERATED_KEK_FILE;
+use sluice_server::auth::Kek;
 use sluice_server::{Result, ServerError};
 
 /// Arguments of `sluice cluster up`.
@@ -68,6 +71,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir.join("logs"))?;
     let exe = std::env::current_exe()?;
     let join = format!("etcd://127.0.0.1:{}", args.etcd_port);
+    let kek_file = dir.join(GENERATED_KEK_FILE);
+    if !kek_file.exists() {
+        Kek::generate()?.write_to(&kek_file)?;
+    }
     let mut children = Children(Vec::new());
     let etcd = spawn(
         "etcd",
@@ -107,7 +114,9 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
                 .arg("--warehouse")
                 .arg(dir.join("warehouse"))
                 .arg("--bootstrap-principal")
-                .arg(&args.bootstrap_principal),
+                .arg(&args.bootstrap_principal)
+                .arg("--secrets-key-file")
+                .arg(&kek_file),
             &dir.join(format!("logs/pod-{i}.log")),
         )?;
         children.0.push((format!("pod-{i}"), pod));

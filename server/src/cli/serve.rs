@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
+use sluice_server::auth::kek::KEK_ENV;
+use sluice_server::auth::KekSource;
 use sluice_server::config::{
     parse_auth, parse_principal, AuthMode, ClusterConfig, ServeConfig, TlsFiles, DEFAULT_DATA_DIR,
     DEFAULT_LISTEN,
@@ -59,6 +61,11 @@ pub struct ServeArgs {
     /// ID:SECRET of the admin principal created on first start.
     #[arg(long, value_parser = parse_principal)]
     bootstrap_principal: Option<(String, String)>,
+    /// File holding the key-encryption key of the token-signing keys (base64 of 32 bytes;
+    /// or set SLUICE_SECRETS_KEY). Default on a single node: <data-dir>/secrets.key,
+    /// generated on the first start. A cluster pod needs one.
+    #[arg(long)]
+    secrets_key_file: Option<PathBuf>,
     /// Lifetime of issued access tokens.
     #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
     token_ttl: Duration,
@@ -124,9 +131,20 @@ impl From<ServeArgs> for ServeConfig {
                 (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
                 _ => None,
             },
+            secrets_key: kek_source(args.secrets_key_file),
             ..ServeConfig::new(args.data_dir)
         }
     }
+}
+
+/// `--secrets-key-file`, else `SLUICE_SECRETS_KEY` (non-empty).
+pub(super) fn kek_source(file: Option<PathBuf>) -> Option<KekSource> {
+    file.map(KekSource::File).or_else(|| {
+        std::env::var(KEK_ENV)
+            .ok()
+            .filter(|k| !k.trim().is_empty())
+            .map(KekSource::Base64)
+    })
 }
 
 /// `SLUICE_BOOTSTRAP_CLIENT_ID` / `SLUICE_BOOTSTRAP_CLIENT_SECRET`, both non-empty.

@@ -3,6 +3,7 @@
 //!
 //! | check | how | pass | warn | fail |
 //! |---|---|---|---|---|
+//! | data dir modes | modes of the data dir, its `wal` folder and the files in them | owner only | group may access | others may access |
 //! | WAL fdatasync latency | 2300-byte writes each followed by `fdatasync`, ~22 MB (fio `--bs=2300 --fdatasync=1`) | p99 < 10 ms | < 20 ms | ≥ 20 ms |
 //! | WAL fdatasync IOPS | same run: writes per second | > 500 | > 250 | ≤ 250 |
 //! | WAL sequential write | 1 MiB writes, one `fdatasync` at the end | ≥ 100 MB/s | ≥ 30 MB/s | below |
@@ -19,6 +20,7 @@
 //! settings (`--s3-*` flags, `AWS_*` variables) as `sluice serve`.
 //! `--quick` shrinks every probe (for tests and smoke checks); its figures are noisier.
 
+mod file_modes;
 mod stats;
 mod store_error;
 mod wal_disk;
@@ -202,7 +204,8 @@ impl Report {
 /// Runs every check. Never fails as a whole: a probe that cannot run is a failed check.
 pub async fn run(opts: &DoctorOptions) -> Report {
     let mut report = Report::default();
-    let wal_dir = opts.data_dir.join("wal");
+    report.checks.push(file_modes::check(&opts.data_dir));
+    let wal_dir = opts.data_dir.join(crate::data_dir::WAL_DIR);
     let disk_opts = opts.clone();
     match tokio::task::spawn_blocking(move || wal_disk::checks(&wal_dir, &disk_opts)).await {
         Ok(checks) => report.checks.extend(checks),

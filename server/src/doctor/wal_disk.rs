@@ -16,11 +16,8 @@ const BLOCK_BYTES: usize = 1 << 20;
 
 pub(super) fn checks(dir: &Path, opts: &DoctorOptions) -> Vec<Check> {
     let mut checks = Vec::new();
-    if let Err(e) = std::fs::create_dir_all(dir) {
-        checks.push(Check::error(
-            "WAL directory",
-            format!("{}: {e}", dir.display()),
-        ));
+    if let Err(e) = crate::data_dir::create_private_dir(dir) {
+        checks.push(Check::error("WAL directory", e));
         return checks;
     }
     checks.push(free_space(dir));

@@ -1,6 +1,8 @@
 //! The HTTP side of the pod's one port: the Unity-Catalog-shaped tables API,
-//! the OAuth token endpoint, health and Prometheus metrics.
+//! the OAuth token endpoint, health and Prometheus metrics. Every catalog and
+//! admin route sits behind [`authenticated::require_token`].
 
+mod authenticated;
 mod grants;
 mod principals;
 mod tables;
@@ -26,6 +28,47 @@ pub fn router(pod: Arc<Pod>) -> Router {
     let token = Router::new()
         .route("/oidc/v1/token", post(crate::auth::token_endpoint))
         .with_state(pod.auth.clone());
+    let public = Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics_text))
+        .with_state(pod.clone());
+    api_routes()
+        .route_layer(axum::middleware::from_fn_with_state(
+            pod.clone(),
+            authenticated::require_token,
+        ))
+        .with_state(pod)
+        .merge(public)
+        .merge(token)
+}
+
+/// `(method, path)` of every catalog and admin route: each answers 401 to a request
+/// without a valid token before it reads anything else (`{…}` segments are path
+/// parameters).
+pub const PROTECTED_ROUTES: [(&str, &str); 12] = [
+    ("GET", "/api/2.1/unity-catalog/tables"),
+    ("POST", "/api/2.1/unity-catalog/tables"),
+    ("GET", "/api/2.1/unity-catalog/tables/{full_name}"),
+    ("DELETE", "/api/2.1/unity-catalog/tables/{full_name}"),
+    (
+        "GET",
+        "/api/2.1/unity-catalog/permissions/table/{full_name}",
+    ),
+    (
+        "PATCH",
+        "/api/2.1/unity-catalog/permissions/table/{full_name}",
+    ),
+    ("GET", "/api/sluice/v1/principals"),
+    ("POST", "/api/sluice/v1/principals"),
+    ("DELETE", "/api/sluice/v1/principals/{client_id}"),
+    ("POST", "/api/sluice/v1/keys/rotate"),
+    ("POST", "/api/sluice/v1/tables/{full_name}/optimize"),
+    ("POST", "/api/sluice/v1/tables/{full_name}/vacuum"),
+];
+
+/// The catalog and admin routes (each needs a token; listed in [`PROTECTED_ROUTES`]).
+fn api_routes() -> Router<Arc<Pod>> {
     Router::new()
         .route(
             "/api/2.1/unity-catalog/tables",
@@ -56,11 +99,6 @@ pub fn router(pod: Arc<Pod>) -> Router {
             "/api/sluice/v1/tables/{full_name}/vacuum",
             post(upkeep::vacuum),
         )
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics_text))
-        .with_state(pod)
-        .merge(token)
 }
 
 async fn healthz() -> &'static str {

@@ -13,6 +13,7 @@ use tokio_util::task::TaskTracker;
 
 use super::{open_sink, Pod};
 use crate::auth::bootstrap::bootstrap_admin;
+use crate::auth::kek::pod_kek;
 use crate::auth::Authenticator;
 use crate::catalog::{Catalog, EtcdStore};
 use crate::cluster::load::LoadCounters;
@@ -27,8 +28,7 @@ impl Pod {
     /// Starts a pod: recovery included, ready to serve when this returns.
     pub async fn start(config: ServeConfig) -> Result<Arc<Pod>> {
         config.sanitize()?;
-        std::fs::create_dir_all(&config.data_dir)
-            .map_err(|e| ServerError::io(format!("creating {}", config.data_dir.display()), e))?;
+        crate::data_dir::tighten(&config.data_dir)?;
         let catalog = Arc::new(open_catalog(&config).await?);
         if config.auth == AuthMode::OAuth {
             bootstrap_admin(&catalog, &config)?;
@@ -38,10 +38,18 @@ impl Pod {
                 config.listen
             );
         }
+        let has_sealed_keys = catalog.signing_keys()?.iter().any(|k| k.sealed.is_some());
+        let kek = pod_kek(
+            config.secrets_key.as_ref(),
+            &config.data_dir,
+            config.cluster.is_some(),
+            has_sealed_keys,
+        )?;
         let auth = Arc::new(Authenticator::new(
             config.auth,
             catalog.clone(),
             config.token_ttl,
+            kek,
         )?);
         let wal = open_wal(&config)?;
         let warehouse = Warehouse::parse(
@@ -145,7 +153,7 @@ fn open_pstreams(config: &ServeConfig) -> Result<Arc<PersistentStreams>> {
 
 /// The WAL in `<data-dir>/wal`, recovered up to its last whole frame.
 fn open_wal(config: &ServeConfig) -> Result<Wal> {
-    let mut wal_options = WalOptions::new(config.data_dir.join("wal"));
+    let mut wal_options = WalOptions::new(config.data_dir.join(crate::data_dir::WAL_DIR));
     wal_options.segment_bytes = config.wal_segment_bytes;
     wal_options.prepare_segments = config.wal_prepare_segments;
     wal_options.durability = if config.wal_fsync {

@@ -64,7 +64,7 @@ impl PersistentStreamStore for FileStreamStore {
         let previous = registry.streams.insert(record.id.clone(), record.clone());
         let bytes = serde_json::to_vec_pretty(&*registry)
             .map_err(|e| ServerError::Internal(format!("encoding the stream registry: {e}")));
-        let written = bytes.and_then(|bytes| persist_file(&self.path, &bytes, 0o600));
+        let written = bytes.and_then(|bytes| persist_file(&self.path, &bytes));
         if written.is_err() {
             // Keep memory equal to the file.
             match previous {

@@ -42,24 +42,26 @@ pub fn cli_ok(server: &Server, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).to_string()
 }
 
-/// The pod's newest signing key, `(kid, secret)`, read from the catalog file (as only a
-/// holder of the key could).
+/// The pod's newest signing key, `(kid, secret)`, read from the catalog file and decrypted
+/// with the data dir's key-encryption key (as only a holder of both could).
 pub fn newest_key(server: &Server) -> (String, Vec<u8>) {
     let catalog: serde_json::Value = serde_json::from_slice(
         &std::fs::read(server.data_dir.join("catalog.json")).expect("catalog"),
     )
     .expect("catalog json");
-    let key = catalog["signing_keys"]
-        .as_array()
-        .expect("keys")
-        .last()
-        .expect("key")
-        .clone();
-    use base64::engine::general_purpose::STANDARD;
-    let secret = STANDARD
-        .decode(key["secret"].as_str().expect("secret"))
-        .expect("b64");
-    (key["kid"].as_str().expect("kid").to_string(), secret)
+    let key: sluice_server::catalog::SigningKey = serde_json::from_value(
+        catalog["signing_keys"]
+            .as_array()
+            .expect("keys")
+            .last()
+            .expect("key")
+            .clone(),
+    )
+    .expect("signing key");
+    let kek = sluice_server::auth::Kek::from_file(&server.data_dir.join("secrets.key"))
+        .expect("key-encryption key");
+    let secret = sluice_server::auth::open_key(&kek, &key).expect("decrypt");
+    (key.kid, secret)
 }
 
 /// An HS256 JWT over `claims` with key id `kid`, signed with `secret`.

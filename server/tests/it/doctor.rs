@@ -2,7 +2,7 @@
 //! prints one row per check with a pass/WARN/FAIL result, cleans up its probe files and
 //! objects, and its exit code says whether a check failed. A warehouse it cannot reach
 //! (no answer, no such bucket) is one failed row with the store's message, within a
-//! bounded time.
+//! bounded time. A catalog file readable by others is a failed `data dir modes` row.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::harness::free_port;
 use crate::moto::{s3_args, Moto, BUCKET};
 
-const CHECKS: [&str; 8] = [
+const CHECKS: [&str; 9] = [
     "WAL free space",
     "WAL fdatasync p99 (2300 B writes)",
     "WAL fdatasync IOPS",
@@ -19,6 +19,7 @@ const CHECKS: [&str; 8] = [
     "warehouse PUT 16 MiB objects",
     "warehouse GET 16 MiB objects",
     "warehouse put-if-absent p99",
+    "data dir modes",
 ];
 
 #[test]
@@ -102,7 +103,7 @@ async fn doctor_probes_a_moto_bucket_sees_put_if_absent_refused_and_leaves_nothi
         dir.path(),
         &moto.warehouse_args(&format!("s3://{BUCKET}/doctor")),
     );
-    for check in &CHECKS[4..] {
+    for check in &CHECKS[4..8] {
         let line = row(&table, check);
         assert!(!line.contains("error:"), "a probe could not run: {line}");
         let result = line.split_whitespace().last().unwrap_or_default();
@@ -149,4 +150,22 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
         out.push(path);
     }
     out
+}
+
+#[test]
+fn doctor_fails_a_catalog_readable_by_others() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let chmod = |path: &std::path::Path, mode| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod")
+    };
+    chmod(dir.path(), 0o700);
+    let catalog = dir.path().join("catalog.json");
+    std::fs::write(&catalog, b"{}").expect("write");
+    chmod(&catalog, 0o644);
+    let (table, ok, _) = doctor(dir.path(), &[]);
+    let modes = row(&table, "data dir modes");
+    assert!(modes.ends_with("FAIL"), "{modes}");
+    assert!(modes.contains("catalog.json is 0644"), "{modes}");
+    assert!(!ok, "{table}");
 }

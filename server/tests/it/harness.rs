@@ -11,6 +11,8 @@ use databricks_zerobus_ingest_sdk::{AckCallback, ZerobusError, ZerobusSdk, Zerob
 
 pub const CLIENT_ID: &str = "it-admin";
 pub const CLIENT_SECRET: &str = "it-admin-secret-0123456789";
+/// The key-encryption key given to cluster pods (`SLUICE_SECRETS_KEY`): 32 bytes of 0x2a.
+pub const CLUSTER_KEK: &str = "KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio=";
 
 pub fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
@@ -69,6 +71,12 @@ impl Server {
             ])
             .args(&self.extra_args)
             .env("RUST_LOG", "info")
+            .envs(
+                self.extra_args
+                    .iter()
+                    .any(|a| a == "--join")
+                    .then_some(("SLUICE_SECRETS_KEY", CLUSTER_KEK)),
+            )
             .stdout(log.try_clone().expect("log"))
             .stderr(log)
             .stdin(Stdio::null())

@@ -5,6 +5,7 @@
 //! `deltalake` crate.
 
 mod auth;
+mod auth_gate;
 mod bad_input;
 mod catalog_etcd;
 mod cli_tables;
@@ -15,6 +16,7 @@ mod crash_torture;
 mod disk_full;
 mod doctor;
 mod exactly_once;
+mod file_modes;
 mod harness;
 mod id_v;
 mod ledger;
@@ -30,6 +32,7 @@ mod rescued_data;
 mod restart;
 mod rows;
 mod sdk_end_to_end;
+mod secrets;
 mod statuses;
 mod system_columns;
 mod tls;

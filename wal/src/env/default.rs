@@ -1,5 +1,6 @@
 //! [`DefaultFileSystem`]: the real file system (`std::fs`, `pwritev`, `fdatasync`,
-//! `fallocate`).
+//! `fallocate`). Segments are created with mode [`crate::FILE_MODE`] (owner only),
+//! whatever the process umask.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, IoSlice, Read};
@@ -63,11 +64,10 @@ impl FileSystem for DefaultFileSystem {
     }
 
     fn create_preallocated(&self, path: &Path, len: u64) -> io::Result<Box<dyn WritableFile>> {
-        let file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)?;
+        let mut options = OpenOptions::new();
+        options.write(true).create(true).truncate(true);
+        crate::fs::owner_only(&mut options);
+        let file = options.open(path)?;
         preallocate(&file, len)?;
         Ok(Box::new(StdFile(file)))
     }

@@ -9,6 +9,7 @@ mod append_and_read;
 mod back_pressure;
 mod common;
 mod failure;
+mod file_modes;
 mod group_commit;
 mod hooked_fs;
 mod prepared_segments;
