@@ -48,6 +48,10 @@ cargo fmt --manifest-path interop/sdk3/Cargo.toml --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo clippy -p sluice-bench --all-targets --locked --features e2e,decoders,sinkbench,walbench -- -D warnings
 
+# No import cycles between the modules of any crate (exit 1 and the cycle on one).
+for crate in proto zeroparser wal router server sdk bench; do
+  python3 scripts/module-cycles.py "$crate/src" >/dev/null || python3 scripts/module-cycles.py "$crate/src"
+done
 scripts/check-no-protoc.sh
 cargo test --workspace --locked
 # WAL fault injection (short writes, EIO, ENOSPC, power cuts): its own feature-gated target.

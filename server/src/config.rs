@@ -21,6 +21,24 @@ pub enum AuthMode {
     None,
 }
 
+/// Where the operator's KEK comes from.
+#[derive(Clone)]
+pub enum KekSource {
+    /// `--secrets-key-file PATH`: a file holding base64 of 32 bytes.
+    File(PathBuf),
+    /// `SLUICE_SECRETS_KEY`: base64 of 32 bytes.
+    Base64(String),
+}
+
+impl std::fmt::Debug for KekSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KekSource::File(path) => write!(f, "File({})", path.display()),
+            KekSource::Base64(_) => f.write_str("Base64(<redacted>)"),
+        }
+    }
+}
+
 /// PEM files of the server's TLS identity.
 #[derive(Clone, Debug)]
 pub struct TlsFiles {
@@ -79,7 +97,7 @@ pub struct ServeConfig {
     /// The key-encryption key of the token-signing keys (`--secrets-key-file`,
     /// `SLUICE_SECRETS_KEY`). Default: none (single node: `<data-dir>/secrets.key`,
     /// generated on the first start; a cluster pod refuses to start).
-    pub secrets_key: Option<crate::auth::KekSource>,
+    pub secrets_key: Option<KekSource>,
 }
 
 /// How a pod takes part in a cluster (`sluice serve --join etcd://…`).

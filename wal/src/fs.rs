@@ -12,7 +12,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, IoSlice, Read, Write};
 use std::path::{Path, PathBuf};
 
-use crate::env::{FileSystem, WritableFile};
+use crate::env::file::{FileSystem, WritableFile};
 use crate::error::{Result, WalError};
 
 /// Name of the lock file inside the log directory.

@@ -11,7 +11,7 @@
 //!   (base64 of 32 bytes either way); without one a single node generates
 //!   `<data-dir>/secrets.key` (mode 0600) once and says so. A cluster must be given one.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine as _;
@@ -19,6 +19,7 @@ use rand::RngCore;
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305, NONCE_LEN};
 use sha2::{Digest, Sha256};
 
+use crate::config::KekSource;
 use crate::data_dir::write_private;
 use crate::error::{Result, ServerError};
 
@@ -30,24 +31,6 @@ pub const KEK_ENV: &str = "SLUICE_SECRETS_KEY";
 const ENVELOPE_VERSION: &str = "sluice-kek-v1";
 /// Bytes of a KEK.
 pub const KEK_BYTES: usize = 32;
-
-/// Where the operator's KEK comes from.
-#[derive(Clone)]
-pub enum KekSource {
-    /// `--secrets-key-file PATH`: a file holding base64 of 32 bytes.
-    File(PathBuf),
-    /// `SLUICE_SECRETS_KEY`: base64 of 32 bytes.
-    Base64(String),
-}
-
-impl std::fmt::Debug for KekSource {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            KekSource::File(path) => write!(f, "File({})", path.display()),
-            KekSource::Base64(_) => f.write_str("Base64(<redacted>)"),
-        }
-    }
-}
 
 impl KekSource {
     /// The KEK (the file is read now).

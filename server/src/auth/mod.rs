@@ -20,10 +20,11 @@ mod pacing;
 mod secrets;
 mod token;
 
+pub use crate::config::KekSource;
 pub use authenticator::Authenticator;
 pub use caller::{Caller, TABLE_HEADER};
 pub use endpoint::token_endpoint;
-pub use kek::{Kek, KekSource};
+pub use kek::Kek;
 pub use pacing::FailurePacer;
 pub use secrets::{generate_secret, hash_secret, verify_secret};
 pub use token::{key_id, open_key, reseal, Claims, TokenSigner};

@@ -12,6 +12,7 @@ use sluice_wal::{Lsn, Wal};
 
 use super::frames::KIND_STREAM_OPEN;
 use crate::error::{Result, ServerError};
+use crate::sink::open_frames::{CommittedOf, OpenFrames};
 
 struct Entry {
     table: String,
@@ -90,7 +91,7 @@ impl StreamRegistry {
         &self,
         wal: &Wal,
         point: Lsn,
-        committed: impl Fn(&str) -> Option<Lsn>,
+        committed: CommittedOf<'_>,
     ) -> Result<Option<Lsn>> {
         let mut to_relog = Vec::new();
         {
@@ -112,5 +113,16 @@ impl StreamRegistry {
             last = Some(lsn);
         }
         Ok(last)
+    }
+}
+
+impl OpenFrames for StreamRegistry {
+    fn relog_below<'a>(
+        &'a self,
+        wal: &'a Wal,
+        point: Lsn,
+        committed: CommittedOf<'a>,
+    ) -> futures::future::BoxFuture<'a, Result<Option<Lsn>>> {
+        Box::pin(self.relog_open_frames_below(wal, point, committed))
     }
 }

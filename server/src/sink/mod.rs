@@ -12,6 +12,7 @@ mod commit;
 mod commit_properties;
 mod delta_schema;
 pub(crate) mod file_layout;
+pub mod open_frames;
 pub mod rescued_data;
 pub mod stream_txns;
 pub mod system_columns;
@@ -22,6 +23,7 @@ pub use commit::{commit_append, AppendCommit, CommittedAppend};
 pub(crate) use commit_properties::commit_properties;
 pub use commit_properties::COMMIT_RETRIES;
 pub use delta_schema::{delta_fields, delta_type};
+use open_frames::OpenFrames;
 pub use stream_txns::StreamMark;
 pub use table_sink::{open_table, AddedColumns, FlushOutcome, SharedSink, TableSink};
 
@@ -33,7 +35,6 @@ use sluice_wal::{Lsn, Wal};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Result, ServerError};
-use crate::journal::streams::StreamRegistry;
 
 /// All table sinks of the pod.
 pub struct Sinks {
@@ -41,7 +42,7 @@ pub struct Sinks {
     wal: Wal,
     flush_interval: Duration,
     upkeep: upkeep::UpkeepConfig,
-    streams: Arc<StreamRegistry>,
+    streams: Arc<dyn OpenFrames>,
     tasks: tokio_util::task::TaskTracker,
     shutdown: CancellationToken,
 }
@@ -52,7 +53,7 @@ impl Sinks {
         wal: Wal,
         flush_interval: Duration,
         upkeep: upkeep::UpkeepConfig,
-        streams: Arc<StreamRegistry>,
+        streams: Arc<dyn OpenFrames>,
     ) -> Arc<Sinks> {
         Arc::new(Sinks {
             tables: Mutex::new(HashMap::new()),
@@ -197,7 +198,7 @@ impl Sinks {
         let point = self.purge_point()?;
         let relogged = self
             .streams
-            .relog_open_frames_below(&self.wal, point, |table| {
+            .relog_below(&self.wal, point, &|table| {
                 self.get(table).map(|s| s.committed_lsn())
             })
             .await?;

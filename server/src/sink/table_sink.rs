@@ -397,7 +397,7 @@ async fn commit(
     let commit = AppendCommit {
         app_id: wal_id,
         txn_version,
-        max_retries: super::COMMIT_RETRIES,
+        max_retries: super::commit_properties::COMMIT_RETRIES,
         streams,
     };
     let committed = commit_append(table, combined, commit).await?;

@@ -27,7 +27,7 @@
 mod default;
 #[cfg(feature = "failpoints")]
 mod faulty;
-mod file;
+pub(crate) mod file;
 
 pub use default::DefaultFileSystem;
 #[cfg(feature = "failpoints")]
