@@ -6,6 +6,7 @@ Contract under test: the Python SDK works against the router unchanged, and ever
 saw acknowledged is in the Delta table exactly once after the pods are drained (SIGTERM).
 """
 
+import base64
 import json
 import os
 import shutil
@@ -53,12 +54,17 @@ def cluster(tmp_path):
         stdout=etcd_log, stderr=subprocess.STDOUT)
     wait_ok(f"http://127.0.0.1:{client}/health", "etcd")
     join = f"etcd://127.0.0.1:{client}"
+    # Pods of one cluster share the key-encryption key that seals the signing keys in etcd.
+    key_file = tmp_path / "secrets.key"
+    key_file.write_text(base64.b64encode(os.urandom(32)).decode())
+    key_file.chmod(0o600)
     pods = []
     for i in range(2):
         d = tmp_path / f"pod-{i}"
         d.mkdir()
         pods.append(Server(d, extra=["--join", join, "--pod-id", f"pod-{i}",
-                                     "--warehouse", str(tmp_path / "warehouse")]))
+                                     "--warehouse", str(tmp_path / "warehouse"),
+                                     "--secrets-key-file", str(key_file)]))
     port = free_port()
     router_log = open(tmp_path / "router.log", "wb")
     router = subprocess.Popen([BINARY, "router", "--listen", f"127.0.0.1:{port}", "--join", join],
