@@ -6,6 +6,7 @@
 //! the sink does.
 
 use arrow_array::RecordBatch;
+use deltalake::kernel::Add;
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
 use deltalake::DeltaTable;
 
@@ -40,20 +41,31 @@ impl CommittedAppend {
     }
 }
 
+/// A writer of Parquet files in Sluice's layout (`file_layout`) for `table`.
+pub(crate) fn layout_writer(table: &DeltaTable) -> Result<RecordBatchWriter> {
+    Ok(RecordBatchWriter::for_table(table)?
+        .with_writer_properties(super::file_layout::writer_properties()?))
+}
+
+/// Writes `batch` as Parquet files under `table` without committing them;
+/// returns their Add actions (for a hand-off to the table's committer).
+pub async fn write_files(table: &DeltaTable, batch: RecordBatch) -> Result<Vec<Add>> {
+    let mut writer = layout_writer(table)?;
+    writer.write(batch).await?;
+    Ok(writer.flush().await?)
+}
+
 /// Writes `batch` as Parquet under `table` and commits it as one append.
 pub async fn commit_append(
     table: &mut DeltaTable,
     batch: RecordBatch,
     commit: AppendCommit<'_>,
 ) -> Result<CommittedAppend> {
-    let props = super::file_layout::writer_properties()?;
     let read_version = table.version().unwrap_or(0);
-    let mut writer = RecordBatchWriter::for_table(table)?
-        .with_writer_properties(props)
-        .with_commit_properties(
-            super::commit_properties(commit.app_id, commit.txn_version, read_version)
-                .with_max_retries(commit.max_retries),
-        );
+    let mut writer = layout_writer(table)?.with_commit_properties(
+        super::commit_properties(commit.app_id, commit.txn_version, read_version)
+            .with_max_retries(commit.max_retries),
+    );
     writer.write(batch).await?;
     let version = writer.flush_and_commit(table).await?;
     Ok(CommittedAppend {

@@ -17,9 +17,10 @@ pub mod system_columns;
 mod table_sink;
 pub mod upkeep;
 
-pub use commit::{commit_append, AppendCommit, CommittedAppend};
-pub(crate) use commit_properties::commit_properties;
+pub(crate) use commit::layout_writer;
+pub use commit::{commit_append, write_files, AppendCommit, CommittedAppend};
 pub use commit_properties::COMMIT_RETRIES;
+pub(crate) use commit_properties::{commit_properties, commit_properties_with};
 pub use delta_schema::{delta_fields, delta_type};
 pub use table_sink::{open_table, AddedColumns, FlushOutcome, SharedSink, TableSink};
 

@@ -1,0 +1,46 @@
+//! One commit attempt of a committer: the Add actions of the hand-offs and
+//! their `txn` actions, built on the loaded snapshot and tried at exactly
+//! the next version, without deltalake's retries. A lost race comes back
+//! as an error ([`lost_race`]); the committer then reloads the log and
+//! judges its hand-offs again (fencing and the covered-check need the new
+//! log, which deltalake's retry loop would not show it).
+
+use deltalake::kernel::transaction::{CommitBuilder, TransactionError};
+use deltalake::kernel::{Action, Add, Transaction};
+use deltalake::protocol::{DeltaOperation, SaveMode};
+use deltalake::{DeltaTable, DeltaTableError};
+
+/// Commits `adds` with `txns` on the loaded snapshot of `table`, at its
+/// version + 1 only. Returns the version it landed at.
+pub(crate) async fn commit_once(
+    table: &DeltaTable,
+    adds: Vec<Add>,
+    txns: Vec<Transaction>,
+) -> Result<u64, DeltaTableError> {
+    let snapshot = table.snapshot()?;
+    let read_version = snapshot.version();
+    let partition_cols: Vec<String> = snapshot.metadata().partition_columns().to_vec();
+    let operation = DeltaOperation::Write {
+        mode: SaveMode::Append,
+        partition_by: (!partition_cols.is_empty()).then_some(partition_cols),
+        predicate: None,
+    };
+    let finalized = CommitBuilder::from(crate::sink::commit_properties_with(txns, read_version))
+        .with_actions(adds.into_iter().map(Action::Add).collect())
+        .with_max_retries(0)
+        .build(Some(snapshot), table.log_store(), operation)
+        .await?;
+    Ok(finalized.version())
+}
+
+/// Whether a commit failed only because another commit took its version.
+pub(crate) fn lost_race(e: &DeltaTableError) -> bool {
+    matches!(
+        e,
+        DeltaTableError::VersionAlreadyExists(_)
+            | DeltaTableError::Transaction {
+                source: TransactionError::MaxCommitAttempts(_)
+                    | TransactionError::VersionAlreadyExists(_)
+            }
+    )
+}
