@@ -11,14 +11,17 @@ use deltalake::protocol::{DeltaOperation, SaveMode};
 use deltalake::{DeltaTable, DeltaTableError};
 
 /// Commits `adds` with `txns` on the loaded snapshot of `table`, at its
-/// version + 1 only. Returns the version it landed at.
+/// version + 1 only. `read_version` (recorded in commitInfo) is the version
+/// the first attempt of these hand-offs was built on, so a reader sees which
+/// commits lost a race (None: the loaded one). Returns the version it landed at.
 pub(crate) async fn commit_once(
-    table: &DeltaTable,
+    table: &mut DeltaTable,
     adds: Vec<Add>,
     txns: Vec<Transaction>,
+    read_version: Option<u64>,
 ) -> Result<u64, DeltaTableError> {
     let snapshot = table.snapshot()?;
-    let read_version = snapshot.version();
+    let read_version = read_version.unwrap_or(snapshot.version());
     let partition_cols: Vec<String> = snapshot.metadata().partition_columns().to_vec();
     let operation = DeltaOperation::Write {
         mode: SaveMode::Append,
@@ -30,7 +33,23 @@ pub(crate) async fn commit_once(
         .with_max_retries(0)
         .build(Some(snapshot), table.log_store(), operation)
         .await?;
+    // The handle follows its own commits, so the next reload reads only
+    // what others committed since.
+    table.state = Some(finalized.snapshot());
     Ok(finalized.version())
+}
+
+/// Brings `table` to the newest version: incrementally, or afresh from the
+/// newest checkpoint when the incremental update fails.
+pub(crate) async fn reload(table: &mut DeltaTable) -> Result<(), DeltaTableError> {
+    match table.update_incremental(None).await {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            tracing::debug!("incremental reload failed, loading afresh: {e}");
+            table.state = None;
+            table.update_incremental(None).await
+        }
+    }
 }
 
 /// Whether a commit failed only because another commit took its version.

@@ -27,7 +27,7 @@ use deltalake::DeltaTable;
 use tokio::sync::{oneshot, Notify};
 use tokio_util::sync::CancellationToken;
 
-use super::attempt::{commit_once, lost_race};
+use super::attempt::{commit_once, lost_race, reload};
 use super::covered::{judge, txn_version, wal_marks, Verdict};
 use super::fence::{log_epoch, Fencing};
 use super::handoff::{HandOff, HandOffAck, HandOffError};
@@ -96,6 +96,13 @@ impl Shared {
         metrics::gauge!("sluice_committer_pending_handoffs", "table" => table.clone())
             .set(q.count as f64);
         metrics::gauge!("sluice_committer_pending_bytes", "table" => table).set(q.bytes as f64);
+    }
+
+    /// Sends `answer` to every entry of `batch`.
+    fn answer_all(&self, batch: Vec<Entry>, answer: Answer) {
+        for entry in batch {
+            self.answer(entry, &answer);
+        }
     }
 
     /// Sends `answer` to the waiters of `entry` and releases its room.
@@ -252,12 +259,8 @@ async fn run(shared: Arc<Shared>, mut table: DeltaTable, stop: CancellationToken
         q.stopped = true;
         std::mem::take(&mut q.queued)
     };
-    let stopped: Answer = Err(HandOffError::Stopped {
-        table: shared.table.clone(),
-    });
-    for entry in left {
-        shared.answer(entry, &stopped);
-    }
+    let table = shared.table.clone();
+    shared.answer_all(left, Err(HandOffError::Stopped { table }));
 }
 
 /// Fenced start: records the epoch in the log (a commit with no data) unless
@@ -268,10 +271,7 @@ async fn claim(shared: &Shared, table: &mut DeltaTable) -> Result<(), HandOffErr
         message: e.to_string(),
     };
     for _ in 0..=COMMIT_ATTEMPTS {
-        table
-            .update_incremental(None)
-            .await
-            .map_err(|e| failed(&e))?;
+        reload(table).await.map_err(|e| failed(&e))?;
         let held = log_epoch(table).await.map_err(|e| failed(&e))?;
         if let Err(deposed) = shared.fencing.check(&shared.table, held) {
             shared.queue().deposed = Some(deposed.clone());
@@ -281,7 +281,7 @@ async fn claim(shared: &Shared, table: &mut DeltaTable) -> Result<(), HandOffErr
             return Ok(());
         }
         let txn = shared.fencing.txn().map_err(|e| failed(&e))?;
-        match commit_once(table, Vec::new(), txn.into_iter().collect()).await {
+        match commit_once(table, Vec::new(), txn.into_iter().collect(), None).await {
             Ok(version) => {
                 tracing::info!(table = %shared.table, epoch = ?shared.fencing.epoch(), version, "committer claimed the table");
                 return Ok(());
@@ -298,16 +298,16 @@ async fn claim(shared: &Shared, table: &mut DeltaTable) -> Result<(), HandOffErr
 async fn commit_batch(shared: &Shared, table: &mut DeltaTable, mut batch: Vec<Entry>) {
     let oldest = batch.iter().map(|e| e.since).min();
     let mut attempt = 0;
+    let mut first_read: Option<u64> = None;
+    // Whether the handle was already loaded afresh after a failure.
+    let mut fresh = false;
     while !batch.is_empty() {
         let failed = |e: &dyn std::fmt::Display| HandOffError::Commit {
             table: shared.table.clone(),
             message: e.to_string(),
         };
         let judged = async {
-            table
-                .update_incremental(None)
-                .await
-                .map_err(|e| failed(&e))?;
+            reload(table).await.map_err(|e| failed(&e))?;
             let held = log_epoch(table).await.map_err(|e| failed(&e))?;
             shared.fencing.check(&shared.table, held)?;
             let refs: Vec<&HandOff> = batch.iter().map(|e| &e.handoff).collect();
@@ -321,15 +321,15 @@ async fn commit_batch(shared: &Shared, table: &mut DeltaTable, mut batch: Vec<En
                 if matches!(e, HandOffError::Deposed { .. }) {
                     tracing::warn!(table = %shared.table, "{e}");
                     shared.queue().deposed = Some(e.clone());
+                } else if !fresh {
+                    fresh = load_afresh(shared, table, &e);
+                    continue;
                 }
-                let answer = Err(e);
-                for entry in batch {
-                    shared.answer(entry, &answer);
-                }
-                return;
+                return shared.answer_all(batch, Err(e));
             }
         };
         let read_version = table.version().unwrap_or(0);
+        let first_read = *first_read.get_or_insert(read_version);
         let mut rest = Vec::new();
         for (entry, verdict) in batch.into_iter().zip(verdicts) {
             match verdict {
@@ -354,16 +354,10 @@ async fn commit_batch(shared: &Shared, table: &mut DeltaTable, mut batch: Vec<En
         }
         let (adds, txns) = match actions(shared, &batch) {
             Ok(a) => a,
-            Err(e) => {
-                let answer = Err(failed(&e));
-                for entry in batch {
-                    shared.answer(entry, &answer);
-                }
-                return;
-            }
+            Err(e) => return shared.answer_all(batch, Err(failed(&e))),
         };
         let files = adds.len();
-        match commit_once(table, adds, txns).await {
+        match commit_once(table, adds, txns, Some(first_read)).await {
             Ok(version) => {
                 if let Some(oldest) = oldest {
                     metrics::histogram!("sluice_committer_commit_lag_seconds")
@@ -375,24 +369,27 @@ async fn commit_batch(shared: &Shared, table: &mut DeltaTable, mut batch: Vec<En
                     epoch: shared.fencing.epoch(),
                     covered: false,
                 });
-                for entry in batch {
-                    shared.answer(entry, &answer);
-                }
-                return;
+                return shared.answer_all(batch, answer);
             }
             Err(e) if lost_race(&e) && attempt < COMMIT_ATTEMPTS => {
                 attempt += 1;
                 metrics::counter!("sluice_sink_commit_races_total").increment(1);
             }
-            Err(e) => {
-                let answer = Err(failed(&e));
-                for entry in batch {
-                    shared.answer(entry, &answer);
-                }
-                return;
-            }
+            Err(e) if !fresh => fresh = load_afresh(shared, table, &failed(&e)),
+            Err(e) => return shared.answer_all(batch, Err(failed(&e))),
         }
     }
+}
+
+/// After a failure other than a lost race (a store error, or a JSON commit
+/// the handle's log segment still names was deleted by log retention), drops
+/// the handle's state so the next attempt loads the table afresh from its
+/// newest checkpoint; the failed commit may have landed, which the next
+/// covered-check sees. Returns true (the fresh retry is used up).
+fn load_afresh(shared: &Shared, table: &mut DeltaTable, e: &HandOffError) -> bool {
+    tracing::info!(table = %shared.table, "{e}; loading the table afresh and trying again");
+    table.state = None;
+    true
 }
 
 /// The Add actions of `batch` and its `txn`s: one per pod WAL (highest

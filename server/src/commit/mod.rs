@@ -21,5 +21,6 @@ mod tests;
 
 pub(crate) use attempt::lost_race;
 pub use committer::{Committer, CommitterConfig};
+pub(crate) use covered::txn_of;
 pub use fence::{log_epoch, Fencing, COMMITTER_APP_ID};
 pub use handoff::{HandOff, HandOffAck, HandOffError};

@@ -250,11 +250,12 @@ async fn a_commit_racing_the_claim_loses_and_the_reload_refuses_it() {
         .check(TABLE, log_epoch(&stale).await.expect("epoch"))
         .expect("not deposed before the claim");
     // The successor claims between epoch 1's check and its commit.
-    let claimer = f.open().await;
+    let mut claimer = f.open().await;
     commit_once(
-        &claimer,
+        &mut claimer,
         Vec::new(),
         vec![Transaction::new(super::COMMITTER_APP_ID, 2)],
+        None,
     )
     .await
     .expect("claim");
@@ -263,7 +264,7 @@ async fn a_commit_racing_the_claim_loses_and_the_reload_refuses_it() {
         Transaction::new("wal-a", 1),
         epoch_one.txn().expect("txn").expect("fenced"),
     ];
-    let err = commit_once(&stale, h.adds, txns)
+    let err = commit_once(&mut stale, h.adds, txns, None)
         .await
         .expect_err("the stale commit must not land");
     assert!(lost_race(&err), "{err}");
@@ -284,9 +285,10 @@ async fn deltalake_flags_a_winner_with_the_same_txn_app_id() {
     let mut stale = f.open().await;
     stale.update_incremental(None).await.expect("load");
     commit_once(
-        &f.open().await,
+        &mut f.open().await,
         Vec::new(),
         vec![Transaction::new(super::COMMITTER_APP_ID, 2)],
+        None,
     )
     .await
     .expect("claim");
@@ -317,4 +319,43 @@ async fn deltalake_flags_a_winner_with_the_same_txn_app_id() {
         "{:?}",
         result.err()
     );
+}
+
+/// A committer whose handle read commits that log retention deleted later
+/// (a checkpoint it has already read past covers them) loads afresh from the
+/// checkpoint: an incremental update keeps replaying the log segment it had.
+#[tokio::test]
+async fn a_committer_behind_a_cleaned_up_log_loads_from_the_checkpoint() {
+    let f = Fixture::new().await;
+    let committer = f.committer(f.open().await, quick(), Fencing::Unfenced);
+    let mut other = f.open().await;
+    committer
+        .hand_off(f.handoff("wal-a", 0, 1, vec![1]).await)
+        .await
+        .expect("version 1");
+    other.update_incremental(None).await.expect("load");
+    let h = f.handoff("wal-b", 0, 1, vec![10]).await;
+    commit_once(&mut other, h.adds, vec![Transaction::new("wal-b", 1)], None)
+        .await
+        .expect("version 2");
+    tokio::time::sleep(quick().interval).await;
+    committer
+        .hand_off(f.handoff("wal-a", 1, 2, vec![2]).await)
+        .await
+        .expect("version 3");
+    // A checkpoint at version 2; the JSON commits before it are deleted.
+    deltalake::protocol::checkpoints::create_checkpoint(&other, None)
+        .await
+        .expect("checkpoint");
+    let log = f.url.to_file_path().expect("local").join("_delta_log");
+    for v in 0..2u64 {
+        std::fs::remove_file(log.join(format!("{v:020}.json"))).expect("delete commit");
+    }
+    tokio::time::sleep(quick().interval).await;
+    let ack = committer
+        .hand_off(f.handoff("wal-a", 2, 3, vec![3]).await)
+        .await
+        .expect("commits after loading from the checkpoint");
+    assert_eq!(ack.version, 4);
+    assert_eq!(f.state("wal-a").await.2, Some(3));
 }

@@ -56,7 +56,7 @@ impl Pod {
             streams.clone(),
         );
         for entry in catalog.tables()? {
-            let sink = open_sink(&warehouse, &entry, &wal, config.flush_bytes).await?;
+            let sink = open_sink(&warehouse, &entry, &wal, &config).await?;
             sinks.insert(Arc::new(sink))?;
         }
         let replayed = replay(&wal, &sinks, &streams)?;

@@ -22,7 +22,7 @@ pub use commit::{commit_append, write_files, AppendCommit, CommittedAppend};
 pub use commit_properties::COMMIT_RETRIES;
 pub(crate) use commit_properties::{commit_properties, commit_properties_with};
 pub use delta_schema::{delta_fields, delta_type};
-pub use table_sink::{open_table, AddedColumns, FlushOutcome, SharedSink, TableSink};
+pub use table_sink::{open_table, AddedColumns, FlushOutcome, SharedSink, SinkOptions, TableSink};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -170,11 +170,15 @@ impl Sinks {
         }
     }
 
-    /// Commits every memtable now (used at shutdown and after replay).
+    /// Commits every memtable now (used at shutdown and after replay). The
+    /// tables flush at once, each to its own committer, so a committer
+    /// waiting out its commit interval does not hold up the others.
     pub async fn flush_all(&self) -> Result<usize> {
+        let sinks = self.all();
+        let flushed = futures::future::join_all(sinks.iter().map(|s| s.flush())).await;
         let mut rows = 0;
-        for sink in self.all() {
-            rows += sink.flush().await?.rows;
+        for outcome in flushed {
+            rows += outcome?.rows;
         }
         self.purge().await?;
         Ok(rows)
