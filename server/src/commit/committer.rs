@@ -234,10 +234,17 @@ async fn run(shared: Arc<Shared>, mut table: DeltaTable, stop: CancellationToken
     let mut last_commit: Option<tokio::time::Instant> = None;
     loop {
         let woken = shared.wake.notified();
-        let ready = {
-            let q = shared.queue();
-            !q.queued.is_empty() && q.deposed.is_none()
+        let (ready, refused) = {
+            let mut q = shared.queue();
+            match q.deposed.clone() {
+                // Hand-offs queued before the committer learnt it was deposed.
+                Some(deposed) => (false, Some((std::mem::take(&mut q.queued), deposed))),
+                None => (!q.queued.is_empty(), None),
+            }
         };
+        if let Some((queued, deposed)) = refused {
+            shared.answer_all(queued, Err(deposed));
+        }
         if !ready {
             tokio::select! {
                 _ = woken => continue,
