@@ -1,9 +1,10 @@
-//! One append commit to Delta, exactly as a flush makes it: a Parquet file in
-//! Sluice's layout (`file_layout`) and the sink's commit properties
-//! (`commit_properties`: the `txn` action, `readVersion`, the retry budget,
-//! no checkpoint on the commit path). The flush path and the sink benchmark
-//! both commit through [`commit_append`], so the benchmark measures what
-//! the sink does.
+//! Parquet files in Sluice's layout (`file_layout`) and one-writer append
+//! commits. A flush writes its files with [`write_files`] (no commit) and
+//! hands them to the table's committer (`crate::commit`). [`commit_append`]
+//! writes and commits in one go with the sink's commit properties
+//! (`commit_properties`: the `txn` action, `readVersion`, deltalake's retry
+//! budget, no checkpoint on the commit path): the per-writer commit every
+//! pod made before the committer, which the sink benchmark still measures.
 
 use arrow_array::RecordBatch;
 use deltalake::kernel::Add;
@@ -20,7 +21,7 @@ pub struct AppendCommit<'a> {
     /// The `txn` version: the last LSN the commit covers.
     pub txn_version: i64,
     /// Lost races retried at a later version before the commit fails
-    /// (the sink uses [`super::COMMIT_RETRIES`]).
+    /// (sink-bench uses [`super::COMMIT_RETRIES`]).
     pub max_retries: usize,
 }
 
