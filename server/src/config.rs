@@ -66,6 +66,10 @@ pub struct ServeConfig {
     pub flush_interval: Duration,
     /// ... or as soon as it holds this many bytes of Arrow data. Default: 64 MiB.
     pub flush_bytes: usize,
+    /// Each table's committer commits the files handed to it at most once per
+    /// this interval (`--commit-interval`); a hand-off after a quiet interval
+    /// is committed at once. Default: 1 s.
+    pub commit_interval: Duration,
     /// Background checkpoints, compaction and vacuum (see `sink::upkeep`).
     pub upkeep: crate::sink::upkeep::UpkeepConfig,
     /// Authentication mode. Default: OAuth.
@@ -127,6 +131,7 @@ impl ServeConfig {
             s3: crate::warehouse::S3Settings::default(),
             flush_interval: Duration::from_secs(1),
             flush_bytes: 64 << 20,
+            commit_interval: Duration::from_secs(1),
             upkeep: crate::sink::upkeep::UpkeepConfig::default(),
             auth: AuthMode::OAuth,
             bootstrap_principal: None,
@@ -146,6 +151,9 @@ impl ServeConfig {
     pub fn sanitize(&self) -> Result<()> {
         if self.flush_interval.is_zero() {
             return Err(ServerError::Config("--flush-interval must be > 0".into()));
+        }
+        if self.commit_interval.is_zero() {
+            return Err(ServerError::Config("--commit-interval must be > 0".into()));
         }
         if self.flush_bytes < 1024 {
             return Err(ServerError::Config("--flush-bytes must be >= 1 KiB".into()));

@@ -12,6 +12,7 @@
 pub mod auth;
 pub mod catalog;
 pub mod cluster;
+pub mod commit;
 pub mod config;
 pub mod data_dir;
 pub mod doctor;

@@ -36,6 +36,10 @@ pub struct ServeArgs {
     /// ... or once its memtable holds this many bytes.
     #[arg(long, default_value_t = 64 << 20)]
     flush_bytes: usize,
+    /// Each table's committer commits the files handed to it at most this often (a hand-off
+    /// after a quiet interval is committed at once).
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    commit_interval: Duration,
     /// Size each WAL segment file is preallocated to (a record larger than this gets a
     /// segment of its own).
     #[arg(long, default_value_t = 64 << 20)]
@@ -115,6 +119,7 @@ impl From<ServeArgs> for ServeConfig {
             s3: args.s3,
             flush_interval: args.flush_interval,
             flush_bytes: args.flush_bytes,
+            commit_interval: args.commit_interval,
             wal_segment_bytes: args.wal_segment_bytes,
             wal_prepare_segments: args.wal_prepare_segments,
             upkeep: UpkeepConfig {
@@ -217,6 +222,7 @@ mod tests {
             "--data-dir=d",
             "--listen=127.0.0.1:7000",
             "--flush-bytes=2048",
+            "--commit-interval=250ms",
             "--upkeep-interval=5s",
             "--compact-min-files=3",
             "--tls-cert=c.pem",
@@ -227,6 +233,7 @@ mod tests {
         assert_eq!(c.data_dir, PathBuf::from("d"));
         assert_eq!(c.listen.port(), 7000);
         assert_eq!(c.flush_bytes, 2048);
+        assert_eq!(c.commit_interval, Duration::from_millis(250));
         assert_eq!(c.upkeep.interval, Duration::from_secs(5));
         assert_eq!(c.upkeep.compact_min_files, 3);
         assert_eq!(

@@ -14,11 +14,12 @@ use tokio_util::task::TaskTracker;
 use crate::auth::Authenticator;
 use crate::catalog::{Catalog, TableEntry};
 use crate::cluster::load::{LoadCounters, LoadSource};
+use crate::commit::CommitterConfig;
 use crate::config::ServeConfig;
 use crate::error::{Result, ServerError};
 use crate::journal::streams::StreamRegistry;
 use crate::pstreams::PersistentStreams;
-use crate::sink::{open_table, SharedSink, Sinks, TableSink};
+use crate::sink::{open_table, SharedSink, SinkOptions, Sinks, TableSink};
 use crate::warehouse::Warehouse;
 
 /// The pod id of a single-node pod (no `--join`): the owner of its persistent streams.
@@ -97,31 +98,41 @@ impl Pod {
         if let Some(sink) = self.sinks.get(table) {
             return Ok(Some(sink));
         }
-        let sink =
-            Arc::new(open_sink(&self.warehouse, &entry, &self.wal, self.config.flush_bytes).await?);
+        let sink = Arc::new(open_sink(&self.warehouse, &entry, &self.wal, &self.config).await?);
         self.sinks.insert(sink.clone())?;
         tracing::info!(table = %entry.full_name, "opened the sink of a table created elsewhere");
         Ok(Some(sink))
     }
 }
 
-/// Opens the Delta table of a catalog entry as a sink.
+/// Opens the Delta table of a catalog entry as a sink (with its committer).
 pub async fn open_sink(
     warehouse: &Warehouse,
     entry: &TableEntry,
     wal: &Wal,
-    flush_bytes: usize,
+    config: &ServeConfig,
 ) -> Result<TableSink> {
     let url = url::Url::parse(&entry.storage_location)
         .map_err(|e| ServerError::Internal(format!("bad location of {}: {e}", entry.full_name)))?;
     let (delta, committed) = open_table(warehouse.open(&url).await?, wal.id()).await?;
+    let options = SinkOptions {
+        flush_bytes: config.flush_bytes,
+        added: entry.added_columns(),
+        pod_id: config
+            .cluster
+            .as_ref()
+            .map_or_else(|| "single-node".to_string(), |c| c.pod_id.clone()),
+        commit: CommitterConfig {
+            interval: config.commit_interval,
+            ..CommitterConfig::default()
+        },
+    };
     Ok(TableSink::new(
         entry.full_name.clone(),
         entry.schema()?,
         delta,
         wal.clone(),
         committed,
-        flush_bytes,
-        entry.added_columns(),
+        options,
     ))
 }

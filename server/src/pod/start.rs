@@ -65,7 +65,7 @@ impl Pod {
             streams.clone(),
         );
         for entry in catalog.tables()? {
-            let sink = open_sink(&warehouse, &entry, &wal, config.flush_bytes).await?;
+            let sink = open_sink(&warehouse, &entry, &wal, &config).await?;
             sinks.insert(Arc::new(sink))?;
         }
         let pstreams = open_pstreams(&config)?;

@@ -1,11 +1,13 @@
-//! One append commit to Delta, exactly as a flush makes it: a Parquet file in
-//! Sluice's layout (`file_layout`) and the sink's commit properties
-//! (`commit_properties`: the `txn` action, `readVersion`, the retry budget,
-//! no checkpoint on the commit path). The flush path and the sink benchmark
-//! both commit through [`commit_append`], so the benchmark measures what
-//! the sink does.
+//! Parquet files in Sluice's layout (`file_layout`) and one-writer append
+//! commits. A flush writes its files with [`write_files`] (no commit) and
+//! hands them to the table's committer (`crate::commit`). [`commit_append`]
+//! writes and commits in one go with the sink's commit properties
+//! (`commit_properties`: the `txn` action, `readVersion`, deltalake's retry
+//! budget, no checkpoint on the commit path): the per-writer commit every
+//! pod made before the committer, which the sink benchmark still measures.
 
 use arrow_array::RecordBatch;
+use deltalake::kernel::Add;
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
 use deltalake::DeltaTable;
 
@@ -19,7 +21,7 @@ pub struct AppendCommit<'a> {
     /// The `txn` version: the last LSN the commit covers.
     pub txn_version: i64,
     /// Lost races retried at a later version before the commit fails
-    /// (the sink uses [`super::COMMIT_RETRIES`]).
+    /// (sink-bench uses [`crate::commit::COMMIT_RETRIES`]).
     pub max_retries: usize,
     /// Persistent streams' last offsets in the commit: one `txn` per stream
     /// (see `stream_txns`); empty when the commit holds none.
@@ -43,18 +45,30 @@ impl CommittedAppend {
     }
 }
 
+/// A writer of Parquet files in Sluice's layout (`file_layout`) for `table`.
+pub(crate) fn layout_writer(table: &DeltaTable) -> Result<RecordBatchWriter> {
+    Ok(RecordBatchWriter::for_table(table)?
+        .with_writer_properties(super::file_layout::writer_properties()?))
+}
+
+/// Writes `batch` as Parquet files under `table` without committing them;
+/// returns their Add actions (for a hand-off to the table's committer).
+pub async fn write_files(table: &DeltaTable, batch: RecordBatch) -> Result<Vec<Add>> {
+    let mut writer = layout_writer(table)?;
+    writer.write(batch).await?;
+    Ok(writer.flush().await?)
+}
+
 /// Writes `batch` as Parquet under `table` and commits it as one append.
 pub async fn commit_append(
     table: &mut DeltaTable,
     batch: RecordBatch,
     commit: AppendCommit<'_>,
 ) -> Result<CommittedAppend> {
-    let props = super::file_layout::writer_properties()?;
     let read_version = table.version().unwrap_or(0);
-    let mut writer = RecordBatchWriter::for_table(table)?
-        .with_writer_properties(props)
-        .with_commit_properties(super::stream_txns::with_stream_txns(
-            super::commit_properties(commit.app_id, commit.txn_version, read_version)
+    let mut writer =
+        layout_writer(table)?.with_commit_properties(super::stream_txns::with_stream_txns(
+            crate::commit::commit_properties(commit.app_id, commit.txn_version, read_version)
                 .with_max_retries(commit.max_retries),
             commit.streams,
         ));

@@ -9,7 +9,6 @@
 //! after re-logging the stream-open frames that records above `P` still need.
 
 mod commit;
-mod commit_properties;
 mod delta_schema;
 pub(crate) mod file_layout;
 pub mod open_frames;
@@ -19,13 +18,12 @@ pub mod system_columns;
 mod table_sink;
 pub mod upkeep;
 
-pub use commit::{commit_append, AppendCommit, CommittedAppend};
-pub(crate) use commit_properties::commit_properties;
-pub use commit_properties::COMMIT_RETRIES;
+pub use crate::commit::COMMIT_RETRIES;
+pub use commit::{commit_append, write_files, AppendCommit, CommittedAppend};
 pub use delta_schema::{delta_fields, delta_type};
 use open_frames::OpenFrames;
 pub use stream_txns::StreamMark;
-pub use table_sink::{open_table, AddedColumns, FlushOutcome, SharedSink, TableSink};
+pub use table_sink::{open_table, AddedColumns, FlushOutcome, SharedSink, SinkOptions, TableSink};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -172,11 +170,15 @@ impl Sinks {
         }
     }
 
-    /// Commits every memtable now (used at shutdown and after replay).
+    /// Commits every memtable now (used at shutdown and after replay). The
+    /// tables flush at once, each to its own committer, so a committer
+    /// waiting out its commit interval does not hold up the others.
     pub async fn flush_all(&self) -> Result<usize> {
+        let sinks = self.all();
+        let flushed = futures::future::join_all(sinks.iter().map(|s| s.flush())).await;
         let mut rows = 0;
-        for sink in self.all() {
-            rows += sink.flush().await?.rows;
+        for outcome in flushed {
+            rows += outcome?.rows;
         }
         self.purge().await?;
         Ok(rows)

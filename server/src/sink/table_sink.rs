@@ -5,18 +5,18 @@
 //! `committed_lsn` (in LSN order) and `last_lsn` is the end of the newest.
 //! A flush freezes the memtable, waits until the WAL is durable up to
 //! `last_lsn` (so Delta never runs ahead of the log), writes Parquet (zstd)
-//! and commits the Add actions with a `txn` action `(wal id, last_lsn)`.
-//! On restart that txn version says where replay starts for this table.
+//! *without committing* and hands the files off to the table's committer
+//! (`crate::commit`), which commits them with a `txn` action
+//! `(wal id, last_lsn)` and answers. On the answer `committed_lsn` rises and
+//! the WAL below can be purged. On restart that txn version says where
+//! replay starts for this table.
 //!
-//! Exactly-once across failed commits: a commit that returns an error may
-//! still have landed (the put-if-absent of the log entry succeeded but the
-//! answer was lost). So after any failed commit the memtable remembers the
-//! LSN it tried (`unsure`); before the next attempt the sink reloads the log
-//! and reads its own txn version, and drops the batches that are already in
-//! Delta instead of committing them twice. Conflicts with other writers
-//! (another pod, compaction) are retried by deltalake at the next version
-//! (blind appends never conflict logically), up to
-//! [`super::COMMIT_RETRIES`] times (see `commit_properties`).
+//! Exactly-once across lost answers: a hand-off that failed or whose answer
+//! was lost may still have been committed. So the sink keeps it (`staged`)
+//! and sends the *same* hand-off — the same files — again before anything
+//! newer; the committer answers it as covered if the log already holds it.
+//! Files are never rewritten for a retry (no duplicate rows, no orphan file
+//! per retry).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -28,8 +28,9 @@ use sluice_wal::{Lsn, Wal};
 use sluice_zeroparser::{RecordBatchBuilder, TableSchema};
 use tokio::sync::Notify;
 
-use super::commit::{commit_append, AppendCommit};
+use super::commit::write_files;
 use super::stream_txns::{read_stream_txn, StreamMark};
+use crate::commit::{Committer, CommitterConfig, Fencing, HandOff};
 use crate::error::{Result, ServerError};
 
 #[derive(Default)]
@@ -41,10 +42,17 @@ struct Memtable {
     last_lsn: Lsn,
     first_append: Option<Instant>,
     flushing: bool,
-    /// The last LSN of a commit attempt that failed and may have landed.
-    unsure: Option<Lsn>,
     /// Persistent streams' last offsets, each with the end LSN of its batch's frame.
     marks: Vec<(Lsn, StreamMark)>,
+    /// Files written and handed off without an answer (failed or lost): sent
+    /// again, unchanged, before anything newer.
+    staged: Option<Staged>,
+}
+
+/// A hand-off waiting to be sent again, with its row count.
+struct Staged {
+    handoff: HandOff,
+    rows: usize,
 }
 
 /// The columns the server adds after a table's own, in this order (each
@@ -78,6 +86,23 @@ pub struct TableSink {
     added: AddedColumns,
     /// Checkpoints, compaction, vacuum (own table handle).
     pub(crate) upkeep: super::upkeep::Upkeep,
+    /// The table's committer (in process, unfenced: single-node pods).
+    committer: Committer,
+    /// The pod named in hand-offs.
+    pod_id: String,
+}
+
+/// How a sink flushes and hands off, beside its table and WAL.
+#[derive(Debug, Clone)]
+pub struct SinkOptions {
+    /// Flush once the memtable holds this many bytes of Arrow data.
+    pub flush_bytes: usize,
+    /// The columns added after the table's own.
+    pub added: AddedColumns,
+    /// The pod named in hand-offs.
+    pub pod_id: String,
+    /// The committer's interval and bounds.
+    pub commit: CommitterConfig,
 }
 
 /// What a flush did.
@@ -92,17 +117,23 @@ pub struct FlushOutcome {
 impl TableSink {
     /// A sink over an opened Delta table whose data is committed up to
     /// `committed_lsn` of the pod's `wal`, which it logs every append to.
+    /// Starts the table's committer (in process, unfenced) on its own handle.
     pub fn new(
         name: String,
         schema: TableSchema,
         delta: DeltaTable,
         wal: Wal,
         committed_lsn: Lsn,
-        flush_bytes: usize,
-        added: AddedColumns,
+        options: SinkOptions,
     ) -> TableSink {
+        let committer = Committer::spawn(
+            name.clone(),
+            delta.clone(),
+            options.commit,
+            Fencing::Unfenced,
+        );
         TableSink {
-            added,
+            added: options.added,
             name,
             schema,
             memtable: Mutex::new(Memtable::default()),
@@ -113,7 +144,9 @@ impl TableSink {
             dropped: AtomicBool::new(false),
             wake: Notify::new(),
             drained: Notify::new(),
-            flush_bytes,
+            flush_bytes: options.flush_bytes,
+            committer,
+            pod_id: options.pod_id,
         }
     }
 
@@ -265,7 +298,7 @@ impl TableSink {
     /// Whether rows are waiting or being committed.
     pub fn has_pending(&self) -> Result<bool> {
         let m = self.lock()?;
-        Ok(!m.batches.is_empty() || m.flushing)
+        Ok(!m.batches.is_empty() || m.flushing || m.staged.is_some())
     }
 
     /// Bytes of Arrow data waiting in the memtable.
@@ -286,14 +319,23 @@ impl TableSink {
         }
     }
 
-    /// Commits everything in the memtable to Delta.
+    /// Commits everything in the memtable to Delta: first a hand-off still
+    /// unanswered (same files), then the memtable's rows as new files.
     pub async fn flush(&self) -> Result<FlushOutcome> {
-        let wal_id = self.wal.id();
-        let mut delta = self.delta.lock().await;
-        let (mut batches, mut marks, last_lsn, unsure) = {
+        let delta = self.delta.lock().await;
+        let mut outcome = FlushOutcome::default();
+        let staged = self.lock()?.staged.take();
+        if let Some(staged) = staged {
+            if self.is_dropped() {
+                return Ok(outcome);
+            }
+            outcome = self.hand_off(staged).await?;
+        }
+        let (batches, marks, last_lsn) = {
             let mut m = self.lock()?;
             if m.batches.is_empty() {
-                return Ok(FlushOutcome::default());
+                m.first_append = None;
+                return Ok(outcome);
             }
             m.flushing = true;
             m.rows = 0;
@@ -303,52 +345,24 @@ impl TableSink {
                 std::mem::take(&mut m.batches),
                 std::mem::take(&mut m.marks),
                 m.last_lsn,
-                m.unsure.take(),
             )
         };
         if self.is_dropped() {
             self.lock()?.flushing = false;
-            return Ok(FlushOutcome::default());
+            return Ok(outcome);
         }
-        let started = Instant::now();
-        let result = async {
+        let rows: usize = batches.iter().map(|(b, _)| b.num_rows()).sum();
+        let written = async {
             self.wal.wait_durable(last_lsn).await?;
-            if let Some(unsure) = unsure {
-                let landed = committed_lsn(&mut delta, wal_id).await?;
-                if landed >= unsure {
-                    tracing::info!(table = %self.name, landed, "a commit reported as failed had landed; not committing it twice");
-                }
-                batches.retain(|(_, lsn)| *lsn > landed);
-                marks.retain(|(lsn, _)| *lsn > landed);
-                self.committed_lsn.fetch_max(landed, Ordering::AcqRel);
-            }
-            if batches.is_empty() {
-                return Ok(None);
-            }
-            let marks: Vec<StreamMark> = marks.iter().map(|(_, mark)| mark.clone()).collect();
-            commit(&mut delta, &batches, wal_id, last_lsn, &marks)
-                .await
-                .map(Some)
+            write_files(&delta, concat(&batches)?).await
         }
         .await;
-        let rows: usize = batches.iter().map(|(b, _)| b.num_rows()).sum();
-        let mut m = self.lock()?;
-        m.flushing = false;
-        self.drained.notify_waiters();
-        match result {
-            Ok(version) => {
-                self.committed_lsn.store(last_lsn, Ordering::Release);
-                drop(m);
-                metrics::counter!("sluice_sink_rows_committed_total").increment(rows as u64);
-                metrics::counter!("sluice_sink_commits_total").increment(1);
-                metrics::histogram!("sluice_sink_commit_seconds")
-                    .record(started.elapsed().as_secs_f64());
-                tracing::info!(table = %self.name, rows, version, last_lsn, "committed");
-                Ok(FlushOutcome { rows, version })
-            }
+        let adds = match written {
+            Ok(adds) => adds,
             Err(e) => {
-                // Put the rows back in front, in order, so the next flush
-                // retries them, after checking whether this attempt landed.
+                // Put the rows back in front, in order, for the next flush.
+                let mut m = self.lock()?;
+                m.flushing = false;
                 let newer = std::mem::replace(&mut m.batches, batches);
                 m.batches.extend(newer);
                 let newer = std::mem::replace(&mut m.marks, marks);
@@ -360,60 +374,176 @@ impl TableSink {
                     .map(|(b, _)| b.get_array_memory_size())
                     .sum();
                 m.first_append.get_or_insert_with(Instant::now);
-                m.unsure = Some(last_lsn);
+                self.drained.notify_waiters();
                 metrics::counter!("sluice_sink_commit_failures_total").increment(1);
-                Err(e)
+                return Err(e);
+            }
+        };
+        drop(batches);
+        let handoff = HandOff {
+            table: self.name.clone(),
+            pod_id: self.pod_id.clone(),
+            wal_id: self.wal.id().to_string(),
+            from_lsn: self.committed_lsn(),
+            to_lsn: last_lsn,
+            adds,
+            streams: stream_offsets(&marks),
+        };
+        let next = self.hand_off(Staged { handoff, rows }).await?;
+        Ok(FlushOutcome {
+            rows: outcome.rows + next.rows,
+            version: next.version.or(outcome.version),
+        })
+    }
+
+    /// Hands `staged` to the committer and waits for the answer. On a
+    /// refusal or failure it stays staged, to be sent again unchanged.
+    async fn hand_off(&self, staged: Staged) -> Result<FlushOutcome> {
+        self.lock()?.flushing = true;
+        let started = Instant::now();
+        let answer = self.committer.hand_off(staged.handoff.clone()).await;
+        let mut m = self.lock()?;
+        m.flushing = false;
+        self.drained.notify_waiters();
+        let (rows, last_lsn) = (staged.rows, staged.handoff.to_lsn);
+        match answer {
+            Ok(ack) => {
+                self.committed_lsn.fetch_max(last_lsn, Ordering::AcqRel);
+                drop(m);
+                let version = i64::try_from(ack.version).ok();
+                if ack.covered {
+                    tracing::info!(table = %self.name, last_lsn, "a hand-off sent again was already committed; not committing it twice");
+                    return Ok(FlushOutcome { rows, version });
+                }
+                metrics::counter!("sluice_sink_rows_committed_total").increment(rows as u64);
+                metrics::counter!("sluice_sink_commits_total").increment(1);
+                metrics::histogram!("sluice_sink_commit_seconds")
+                    .record(started.elapsed().as_secs_f64());
+                tracing::info!(table = %self.name, rows, version, last_lsn, "committed");
+                Ok(FlushOutcome { rows, version })
+            }
+            Err(e) => {
+                m.staged = Some(staged);
+                m.first_append.get_or_insert_with(Instant::now);
+                metrics::counter!("sluice_sink_commit_failures_total").increment(1);
+                Err(e.into())
             }
         }
     }
 }
 
-/// Reloads the log and reads how far `wal_id` is committed.
-async fn committed_lsn(table: &mut DeltaTable, wal_id: &str) -> Result<Lsn> {
-    table.update_incremental(None).await?;
-    let version = table
-        .snapshot()?
-        .transaction_version(table.log_store().as_ref(), wal_id)
-        .await?;
-    Ok(version.map(|v| v.max(0) as Lsn).unwrap_or(0))
+/// Each persistent stream's highest offset among `marks` (its `txn` in the commit).
+fn stream_offsets(marks: &[(Lsn, StreamMark)]) -> Vec<(String, i64)> {
+    let mut highest: Vec<(String, i64)> = Vec::new();
+    for (_, mark) in marks {
+        match highest.iter_mut().find(|(id, _)| **id == *mark.stream_id) {
+            Some((_, offset)) => *offset = (*offset).max(mark.offset),
+            None => highest.push((mark.stream_id.to_string(), mark.offset)),
+        }
+    }
+    highest
 }
 
-async fn commit(
-    table: &mut DeltaTable,
-    batches: &[(RecordBatch, Lsn)],
-    wal_id: &str,
-    last_lsn: Lsn,
-    streams: &[StreamMark],
-) -> Result<i64> {
-    let txn_version = i64::try_from(last_lsn)
-        .map_err(|_| ServerError::Internal(format!("LSN {last_lsn} exceeds i64")))?;
+/// The memtable's batches as one.
+fn concat(batches: &[(RecordBatch, Lsn)]) -> Result<RecordBatch> {
     let schema = batches
         .first()
         .map(|(b, _)| b.schema())
         .ok_or_else(|| ServerError::Internal("flush of no batches".into()))?;
-    let combined =
-        deltalake::arrow::compute::concat_batches(&schema, batches.iter().map(|(b, _)| b))
-            .map_err(|e| ServerError::Internal(format!("concatenating memtable batches: {e}")))?;
-    let commit = AppendCommit {
-        app_id: wal_id,
-        txn_version,
-        max_retries: super::commit_properties::COMMIT_RETRIES,
-        streams,
-    };
-    let committed = commit_append(table, combined, commit).await?;
-    if committed.raced() {
-        metrics::counter!("sluice_sink_commit_races_total").increment(1);
-    }
-    i64::try_from(committed.version).map_err(|_| {
-        ServerError::Internal(format!("Delta version {} exceeds i64", committed.version))
-    })
+    deltalake::arrow::compute::concat_batches(&schema, batches.iter().map(|(b, _)| b))
+        .map_err(|e| ServerError::Internal(format!("concatenating memtable batches: {e}")))
 }
 
 /// Reads how far `wal_id` is committed in an opened Delta table.
 pub async fn open_table(mut table: DeltaTable, wal_id: &str) -> Result<(DeltaTable, Lsn)> {
-    let lsn = committed_lsn(&mut table, wal_id).await?;
+    table.update_incremental(None).await?;
+    let lsn = crate::commit::txn_of(&table, wal_id).await?.unwrap_or(0);
     Ok((table, lsn))
 }
 
 /// Shared handle to a sink.
 pub type SharedSink = Arc<TableSink>;
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use arrow_array::{Int64Array, RecordBatch};
+    use sluice_wal::{Wal, WalOptions};
+    use sluice_zeroparser::TableSchema;
+
+    use super::{SinkOptions, TableSink};
+    use crate::commit::CommitterConfig;
+    use crate::journal::frames::KIND_RECORDS;
+    use crate::warehouse::{S3Settings, Warehouse};
+
+    fn parquet_files(dir: &std::path::Path) -> usize {
+        std::fs::read_dir(dir)
+            .expect("table dir")
+            .filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "parquet"))
+            })
+            .count()
+    }
+
+    /// A hand-off that fails is kept and sent again with the same files: no
+    /// second Parquet file, one commit, the committed LSN only after it.
+    #[tokio::test]
+    async fn a_failed_hand_off_is_sent_again_with_the_same_files() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let warehouse = Warehouse::parse(None, &dir.path().join("wh"), &S3Settings::default())
+            .expect("warehouse");
+        let url = warehouse.table_url("main", "s", "t").expect("url");
+        let table = warehouse.create_for_test(&url, "id BIGINT NOT NULL").await;
+        let (wal, _) = Wal::open(WalOptions::new(dir.path().join("wal"))).expect("wal");
+        let options = SinkOptions {
+            flush_bytes: 1 << 20,
+            added: Default::default(),
+            pod_id: "p".into(),
+            commit: CommitterConfig {
+                interval: Duration::from_millis(10),
+                ..CommitterConfig::default()
+            },
+        };
+        let schema = TableSchema::parse("id BIGINT NOT NULL").expect("schema");
+        let sink = TableSink::new("main.s.t".into(), schema, table, wal, 0, options);
+        let arrow = sink.schema().arrow_schema();
+        let batch = RecordBatch::try_new(arrow, vec![Arc::new(Int64Array::from(vec![1, 2, 3]))])
+            .expect("batch");
+        let lsn = sink
+            .append(KIND_RECORDS, vec![0; 16], Some(batch))
+            .await
+            .expect("append");
+
+        // The log cannot be written: the hand-off fails after its file was written.
+        let location = url.to_file_path().expect("local table");
+        let log = location.join("_delta_log");
+        let moved = location.join("_delta_log.away");
+        std::fs::rename(&log, &moved).expect("move the log away");
+        std::fs::write(&log, b"not a directory").expect("block the log");
+        assert!(sink.flush().await.is_err(), "the commit must fail");
+        assert_eq!(sink.committed_lsn(), 0);
+        assert!(sink.has_pending().expect("pending"));
+        assert_eq!(parquet_files(&location), 1);
+
+        std::fs::remove_file(&log).expect("unblock");
+        std::fs::rename(&moved, &log).expect("restore the log");
+        let out = sink.flush().await.expect("sent again");
+        assert_eq!(out.rows, 3);
+        assert_eq!(sink.committed_lsn(), lsn);
+        assert!(!sink.has_pending().expect("pending"));
+        assert_eq!(parquet_files(&location), 1, "no file rewritten");
+        let delta = warehouse.open(&url).await.expect("open");
+        assert_eq!(
+            delta
+                .snapshot()
+                .expect("snapshot")
+                .log_data()
+                .iter()
+                .count(),
+            1
+        );
+    }
+}

@@ -118,6 +118,20 @@ impl Warehouse {
             Err(e) => Err(e.into()),
         }
     }
+
+    /// Tests: creates a Delta table at `url` with `columns` (DDL, e.g.
+    /// `id BIGINT NOT NULL`).
+    #[cfg(test)]
+    pub(crate) async fn create_for_test(&self, url: &Url, columns: &str) -> DeltaTable {
+        let columns = sluice_zeroparser::TableSchema::parse(columns).expect("schema");
+        self.open_or_empty(url)
+            .await
+            .expect("open")
+            .create()
+            .with_columns(crate::sink::delta_fields(&columns.columns).expect("fields"))
+            .await
+            .expect("create")
+    }
 }
 
 fn ensure_local_dir(url: &Url) -> Result<()> {

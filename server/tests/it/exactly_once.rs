@@ -65,9 +65,10 @@ async fn given_two_pods_on_one_s3_table_when_both_commit_at_once_then_no_commit_
     let moto = Moto::start().await;
     let dir_a = tempfile::tempdir().expect("tempdir");
     let dir_b = tempfile::tempdir().expect("tempdir");
-    let a = args(&moto, "shared");
-    // A short flush interval makes the pods commit often, so they race for
-    // the same log versions.
+    let mut a = args(&moto, "shared");
+    a.extend(["--commit-interval", "20ms"].map(String::from));
+    // Short flush and commit intervals make the pods commit often, so they race
+    // for the same log versions.
     let mut pod_a = Server::start_with_args(dir_a.path(), "20ms", &as_strs(&a)).await;
     let mut pod_b = Server::start_with_args(dir_b.path(), "20ms", &as_strs(&a)).await;
     let table = "main.s3.shared";

@@ -1,7 +1,7 @@
 //! Log retention end to end, on the local warehouse and on S3 (moto): a table
 //! with `delta.checkpointInterval=5` and `delta.logRetentionDuration=interval 1
 //! seconds` gets many small commits from the official Rust SDK (20 ms flush
-//! interval); the background upkeep (300 ms rounds) writes checkpoints and
+//! and commit intervals); the background upkeep (300 ms rounds) writes checkpoints and
 //! deletes expired log files by itself — also after ingest stopped, when no
 //! new checkpoint is written. Afterwards no JSON commit before the newest
 //! checkpoint is left, `_last_checkpoint` exists, and Python `deltalake` and
@@ -104,7 +104,8 @@ async fn upkeep_expires_old_log_commits_and_every_row_reads_once(store: Store<'_
         Store::Local => Vec::new(),
         Store::S3(moto) => moto.serve_args("retention"),
     };
-    args.extend(["--upkeep-interval", "300ms"].map(String::from));
+    // Many small commits: the committer may commit as often as the pod flushes.
+    args.extend(["--upkeep-interval", "300ms", "--commit-interval", "20ms"].map(String::from));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut server = Server::start_with_args(dir.path(), "20ms", &args).await;
     let table = "main.upkeep.retention";

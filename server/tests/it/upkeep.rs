@@ -24,9 +24,17 @@ async fn given_ingest_on_s3_when_compaction_and_checkpoints_run_beside_it_then_r
     let dir = tempfile::tempdir().expect("tempdir");
     let mut args = moto.serve_args("upkeep");
     args.extend(
-        ["--upkeep-interval", "300ms", "--compact-min-files", "8"]
-            .iter()
-            .map(|s| s.to_string()),
+        // Many small appends: the committer may commit as often as the pod flushes.
+        [
+            "--upkeep-interval",
+            "300ms",
+            "--compact-min-files",
+            "8",
+            "--commit-interval",
+            "20ms",
+        ]
+        .iter()
+        .map(|s| s.to_string()),
     );
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut server = Server::start_with_args(dir.path(), "20ms", &args).await;

@@ -24,18 +24,19 @@
 
 use std::collections::HashSet;
 
-use deltalake::kernel::transaction::{CommitBuilder, TransactionError};
+use deltalake::kernel::transaction::CommitBuilder;
 use deltalake::kernel::Action;
 use deltalake::protocol::DeltaOperation;
 use deltalake::table::config::TablePropertiesExt;
-use deltalake::writer::{DeltaWriter, RecordBatchWriter};
-use deltalake::{DeltaTable, DeltaTableError};
+use deltalake::writer::DeltaWriter;
+use deltalake::DeltaTable;
 use object_store::ObjectStoreExt;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde::Serialize;
 
+use crate::commit::lost_race;
 use crate::error::{Result, ServerError};
-use crate::sink::file_layout::writer_properties;
+use crate::sink::commit::layout_writer;
 
 /// What a compaction did.
 #[derive(Debug, Default, Clone, Serialize)]
@@ -87,8 +88,7 @@ pub async fn compact(table: &mut DeltaTable, min_files: usize) -> Result<Compact
     let mut report = CompactReport::default();
     let mut actions = Vec::new();
     for bin in bins {
-        let mut writer =
-            RecordBatchWriter::for_table(table)?.with_writer_properties(writer_properties()?);
+        let mut writer = layout_writer(table)?;
         let schema = writer.arrow_schema();
         for file in &bin {
             let bytes = store
@@ -178,18 +178,6 @@ pub async fn compact(table: &mut DeltaTable, min_files: usize) -> Result<Compact
     table.update_incremental(None).await?;
     metrics::counter!("sluice_upkeep_files_compacted_total").increment(report.files_removed as u64);
     Ok(report)
-}
-
-/// Whether a commit failed only because another commit took its version.
-fn lost_race(e: &DeltaTableError) -> bool {
-    matches!(
-        e,
-        DeltaTableError::VersionAlreadyExists(_)
-            | DeltaTableError::Transaction {
-                source: TransactionError::MaxCommitAttempts(_)
-                    | TransactionError::VersionAlreadyExists(_)
-            }
-    )
 }
 
 /// Greedy bins of files (in the given order) up to `target` bytes; bins of
@@ -284,20 +272,12 @@ mod tests {
         let warehouse =
             Warehouse::parse(None, dir.path(), &S3Settings::default()).expect("warehouse");
         let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
-        let columns = sluice_zeroparser::TableSchema::parse("id BIGINT NOT NULL").expect("schema");
         let mut gave_up = 0;
         for round in 0..5 {
             let url = warehouse
                 .table_url("main", "compact", &format!("race{round}"))
                 .expect("url");
-            let mut table = warehouse
-                .open_or_empty(&url)
-                .await
-                .expect("open")
-                .create()
-                .with_columns(crate::sink::delta_fields(&columns.columns).expect("fields"))
-                .await
-                .expect("create");
+            let mut table = warehouse.create_for_test(&url, "id BIGINT NOT NULL").await;
             for i in 0..8i64 {
                 let batch = RecordBatch::try_new(
                     schema.clone(),

@@ -24,8 +24,15 @@ pub const COMMIT_RETRIES: usize = 100;
 /// Properties of an append commit by WAL `app_id` up to `txn_version` (its
 /// last LSN), built on table version `read_version`.
 pub fn commit_properties(app_id: &str, txn_version: i64, read_version: u64) -> CommitProperties {
+    commit_properties_with(vec![Transaction::new(app_id, txn_version)], read_version)
+}
+
+/// Properties of an append commit carrying the `txns` (one per writer WAL,
+/// persistent stream, committer epoch), built on table version
+/// `read_version`.
+pub fn commit_properties_with(txns: Vec<Transaction>, read_version: u64) -> CommitProperties {
     CommitProperties::default()
-        .with_application_transaction(Transaction::new(app_id, txn_version))
+        .with_application_transactions(txns)
         // Recorded in commitInfo, so a reader sees which commits lost a
         // race for their version and were retried.
         .with_metadata([("readVersion".to_string(), serde_json::json!(read_version))])

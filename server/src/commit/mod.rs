@@ -1,0 +1,29 @@
+//! The per-table committer (issue 20, ARCHITECTURE "Exactly-once at scale"):
+//! pods write Parquet files and *hand them off*; one committer per table
+//! commits every pending hand-off in one Delta commit per interval, with a
+//! `txn` per pod WAL and per persistent stream, and — fenced — the
+//! committer's epoch.
+//!
+//! - `handoff`: what goes in ([`HandOff`]) and comes back ([`HandOffAck`],
+//!   [`HandOffError`]).
+//! - `committer`: the task and its handle ([`Committer`], [`CommitterConfig`]).
+//! - `fence`: the epoch ([`Fencing`], [`COMMITTER_APP_ID`]).
+//! - `covered`: which hand-offs the log already holds.
+//! - `attempt`: one commit without deltalake's retries.
+
+mod attempt;
+mod committer;
+mod covered;
+mod fence;
+mod handoff;
+mod properties;
+#[cfg(test)]
+mod tests;
+
+pub(crate) use attempt::lost_race;
+pub use committer::{Committer, CommitterConfig};
+pub(crate) use covered::txn_of;
+pub use fence::{log_epoch, Fencing, COMMITTER_APP_ID};
+pub use handoff::{HandOff, HandOffAck, HandOffError};
+pub(crate) use properties::commit_properties;
+pub use properties::COMMIT_RETRIES;
