@@ -20,7 +20,7 @@ mod properties;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use attempt::lost_race;
+pub(crate) use attempt::{lost_race, reload};
 pub use committer::{Committer, CommitterConfig};
 pub(crate) use covered::txn_of;
 pub use fence::{log_epoch, Fencing, COMMITTER_APP_ID};

@@ -40,7 +40,9 @@ pub fn with_stream_txns(props: CommitProperties, marks: &[StreamMark]) -> Commit
 /// Reloads `table`'s log and reads the offset committed for persistent stream `stream_id`
 /// (None: no commit holds any of its records).
 pub async fn read_stream_txn(table: &mut DeltaTable, stream_id: &str) -> Result<Option<i64>> {
-    table.update_incremental(None).await?;
+    // Afresh from the newest checkpoint when an incremental update fails (log retention may
+    // have deleted commits this handle had read past).
+    crate::commit::reload(table).await?;
     let version = table
         .snapshot()?
         .transaction_version(table.log_store().as_ref(), stream_id)
