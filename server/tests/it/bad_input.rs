@@ -8,38 +8,18 @@
 use std::time::Duration;
 
 use arrow_array::{Array, Int64Array};
-use prost::Message;
-use prost_types::field_descriptor_proto::{Label, Type};
-use prost_types::{DescriptorProto, FieldDescriptorProto};
+use prost_types::field_descriptor_proto::Type;
 use sluice_proto::RecordType;
 use tonic::Code;
 
 use crate::auth::expired_token;
 use crate::harness::{read_delta, Server};
 use crate::raw::{
-    create, create_json, exchange, exchange_raw, json_batch, json_record, proto_record, token,
-    Call, OpenStream,
+    create, create_json, descriptor, exchange, exchange_raw, json_batch, json_record, proto_record,
+    token, Call, OpenStream,
 };
 
 const GOOD_BASE: i64 = 1_000_000;
-
-fn descriptor(fields: &[(&str, i32, Type)]) -> Vec<u8> {
-    DescriptorProto {
-        name: Some("Row".into()),
-        field: fields
-            .iter()
-            .map(|(name, number, ty)| FieldDescriptorProto {
-                name: Some(name.to_string()),
-                number: Some(*number),
-                r#type: Some(*ty as i32),
-                label: Some(Label::Optional as i32),
-                ..Default::default()
-            })
-            .collect(),
-        ..Default::default()
-    }
-    .encode_to_vec()
-}
 
 struct Outcome {
     class: &'static str,

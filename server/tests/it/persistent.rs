@@ -10,9 +10,7 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use prost::Message;
-use prost_types::field_descriptor_proto::{Label, Type};
-use prost_types::{DescriptorProto, FieldDescriptorProto};
+use prost_types::field_descriptor_proto::Type;
 use rand::Rng;
 use sluice_proto::RecordType;
 use tonic::Code;
@@ -21,27 +19,9 @@ use crate::auth::{newest_key, signed_token};
 use crate::harness::{Server, CLIENT_ID};
 use crate::moto::python_read;
 use crate::persistent_raw::{create, record, resume, retire, Conn, Opened};
-use crate::raw::Call;
+use crate::raw::{descriptor, Call};
 
 const COLUMNS: &str = "id BIGINT NOT NULL, note STRING";
-
-fn descriptor(fields: &[(&str, i32, Type)]) -> Vec<u8> {
-    DescriptorProto {
-        name: Some("Row".into()),
-        field: fields
-            .iter()
-            .map(|(name, number, ty)| FieldDescriptorProto {
-                name: Some(name.to_string()),
-                number: Some(*number),
-                r#type: Some(*ty as i32),
-                label: Some(Label::Optional as i32),
-                ..Default::default()
-            })
-            .collect(),
-        ..Default::default()
-    }
-    .encode_to_vec()
-}
 
 fn call<'a>(server: &'a Server, table: &'a str, token: &'a str) -> Call<'a> {
     Call {

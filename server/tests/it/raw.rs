@@ -7,6 +7,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use prost::Message;
+use prost_types::field_descriptor_proto::{Label, Type};
+use prost_types::{DescriptorProto, FieldDescriptorProto};
 use sluice_proto::zerobus_client::ZerobusClient;
 use sluice_proto::{
     ephemeral_stream_request::Payload, ephemeral_stream_response, ingest_record_batch_request,
@@ -332,4 +335,23 @@ pub async fn exchange_raw(call: Call<'_>, messages: Vec<Vec<u8>>) -> Option<toni
             Err(status) => return Some(status),
         }
     }
+}
+
+/// One encoded `DescriptorProto` named `Row` with optional scalar fields `(name, number, type)`.
+pub fn descriptor(fields: &[(&str, i32, Type)]) -> Vec<u8> {
+    DescriptorProto {
+        name: Some("Row".into()),
+        field: fields
+            .iter()
+            .map(|(name, number, ty)| FieldDescriptorProto {
+                name: Some(name.to_string()),
+                number: Some(*number),
+                r#type: Some(*ty as i32),
+                label: Some(Label::Optional as i32),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    }
+    .encode_to_vec()
 }
