@@ -38,7 +38,7 @@ use sluice_bench::server::Server;
 use sluice_bench::table::Table;
 use sluice_server::warehouse::{S3Settings, Warehouse};
 
-/// Delta sink benchmark: freshness (local and S3/moto), sink throughput, compaction, commit rate.
+/// Delta sink benchmark: freshness (local and S3/moto), sink throughput, compaction, commit rate, simulated pods with one committer.
 #[derive(clap::Parser)]
 struct Options {
     /// The `sluice` binary to benchmark.
