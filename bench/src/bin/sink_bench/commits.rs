@@ -27,6 +27,33 @@ pub struct CommitRate {
     pub errors: std::collections::BTreeMap<String, u64>,
 }
 
+/// Creates the table `name` (one `id BIGINT NOT NULL` column) under `bench.commits`.
+pub async fn create_table(warehouse: &Warehouse, name: &str) -> Result<url::Url> {
+    let url = warehouse.table_url("bench", "commits", name)?;
+    let schema = sluice_zeroparser::TableSchema::parse("id BIGINT NOT NULL")?;
+    warehouse
+        .open_or_empty(&url)
+        .await?
+        .create()
+        .with_columns(sluice_server::sink::delta_fields(&schema.columns)?)
+        .await?;
+    Ok(url)
+}
+
+/// `rows` consecutive ids from `first`, in the table's one column.
+pub fn id_batch(first: i64, rows: usize) -> Result<RecordBatch> {
+    let schema = std::sync::Arc::new(arrow_schema::Schema::new(vec![arrow_schema::Field::new(
+        "id",
+        arrow_schema::DataType::Int64,
+        false,
+    )]));
+    let ids: Int64Array = (first..first + rows as i64).collect::<Vec<_>>().into();
+    Ok(RecordBatch::try_new(
+        schema,
+        vec![std::sync::Arc::new(ids)],
+    )?)
+}
+
 /// Runs `writers` writers on a new table `name` for `seconds`, each commit
 /// retrying up to `retries` lost races.
 pub async fn run(
@@ -36,14 +63,7 @@ pub async fn run(
     seconds: u64,
     retries: usize,
 ) -> Result<CommitRate> {
-    let url = warehouse.table_url("bench", "commits", name)?;
-    let schema = sluice_zeroparser::TableSchema::parse("id BIGINT NOT NULL")?;
-    warehouse
-        .open_or_empty(&url)
-        .await?
-        .create()
-        .with_columns(sluice_server::sink::delta_fields(&schema.columns)?)
-        .await?;
+    let url = create_table(warehouse, name).await?;
     let started = Instant::now();
     let cpu_before = crate::throughput::cpu_seconds();
     let deadline = started + Duration::from_secs(seconds);
@@ -61,16 +81,7 @@ pub async fn run(
                     max_retries: retries,
                     streams: &[],
                 };
-                let schema =
-                    std::sync::Arc::new(arrow_schema::Schema::new(vec![arrow_schema::Field::new(
-                        "id",
-                        arrow_schema::DataType::Int64,
-                        false,
-                    )]));
-                let batch = RecordBatch::try_new(
-                    schema,
-                    vec![std::sync::Arc::new(Int64Array::from(vec![next]))],
-                )?;
+                let batch = id_batch(next, 1)?;
                 next += 1;
                 match commit_append(&mut table, batch, commit).await {
                     Ok(committed) => {

@@ -28,7 +28,7 @@ pub struct Compaction {
     pub optimize_s: f64,
 }
 
-async fn files(warehouse: &Warehouse, url: &url::Url) -> Result<Files> {
+pub async fn files(warehouse: &Warehouse, url: &url::Url) -> Result<Files> {
     let table = warehouse.open(url).await?;
     let (mut count, mut bytes, mut rows) = (0usize, 0i64, 0usize);
     for f in table.snapshot()?.log_data().iter() {

@@ -6,17 +6,23 @@
 //! 2. sink throughput: Arrow MB/s into committed Parquet (in-process,
 //!    Sluice's file layout), per wall second and per CPU second;
 //! 3. files per minute and mean file size before and after compaction;
-//! 4. commit rate on one table with 1, 2, 4 concurrent writers, local and S3.
+//! 4. commit rate on one table with 1, 2, 4 concurrent writers, local and S3;
+//! 5. many simulated pods on one table (issue 20): one committer taking every
+//!    pod's hand-offs vs every pod committing its own appends, side by side.
 //!
 //! Run: `scripts/bench-sink.sh` (release build, then this binary).
 //! Options: `--sluice PATH`, `--seconds N` (freshness per scenario, 10),
 //! `--rate N` (records/s, 2000), `--compact-seconds N` (60),
 //! `--commit-seconds N` (10), `--commit-retries N` (the sink's
 //! `COMMIT_RETRIES`), `--throughput-commits N` (8),
+//! `--pods LIST` (simulated pods, 1,10,50,100), `--commit-interval`,
+//! `--flush-interval` (1s each), `--rows-per-flush N` (1000),
+//! `--committer-s3` (also run the simulation on moto),
 //! `--sections LIST` (comma-separated subset of
-//! `freshness,throughput,compaction,commits`; default all).
+//! `freshness,throughput,compaction,commits,committer`; default all).
 
 mod commits;
+mod committer;
 mod compaction;
 mod freshness;
 mod moto;
@@ -24,6 +30,7 @@ mod producer;
 mod throughput;
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::{bail, Result};
 use clap::Parser;
@@ -31,13 +38,13 @@ use sluice_bench::server::Server;
 use sluice_bench::table::Table;
 use sluice_server::warehouse::{S3Settings, Warehouse};
 
-/// Delta sink benchmark: freshness (local and S3/moto), sink throughput, compaction, commit rate.
+/// Delta sink benchmark: freshness (local and S3/moto), sink throughput, compaction, commit rate, simulated pods with one committer.
 #[derive(clap::Parser)]
 struct Options {
     /// The `sluice` binary to benchmark.
     #[arg(long, default_value = "target/release/sluice")]
     sluice: PathBuf,
-    /// Seconds of each freshness run.
+    /// Seconds of each freshness run and of each simulated-pods run.
     #[arg(long, default_value_t = 10)]
     seconds: u64,
     /// Records per second of the freshness producer.
@@ -56,11 +63,26 @@ struct Options {
     /// (default: the sink's `COMMIT_RETRIES`; deltalake's own default is 15).
     #[arg(long, default_value_t = sluice_server::sink::COMMIT_RETRIES)]
     commit_retries: usize,
+    /// Simulated pods of each committer-section run.
+    #[arg(long, value_delimiter = ',', default_value = "1,10,50,100")]
+    pods: Vec<usize>,
+    /// The simulated table committer's commit interval.
+    #[arg(long, default_value = "1s", value_parser = committer::parse_interval)]
+    commit_interval: Duration,
+    /// Each simulated pod writes one file per flush interval.
+    #[arg(long, default_value = "1s", value_parser = committer::parse_interval)]
+    flush_interval: Duration,
+    /// Rows in each simulated pod's file.
+    #[arg(long, default_value_t = 1000)]
+    rows_per_flush: usize,
+    /// Also run the simulated pods on S3 (moto), not only on the local warehouse.
+    #[arg(long)]
+    committer_s3: bool,
     /// Sections to run, in this order.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "freshness,throughput,compaction,commits"
+        default_value = "freshness,throughput,compaction,commits,committer"
     )]
     sections: Vec<Section>,
 }
@@ -72,6 +94,7 @@ enum Section {
     Throughput,
     Compaction,
     Commits,
+    Committer,
 }
 
 /// A server on the local warehouse (`moto`: None) or on S3 under `prefix`.
@@ -82,19 +105,11 @@ fn start(
     flush: &str,
     extra: &[&str],
 ) -> Result<(Server, Warehouse, PathBuf)> {
-    let dir = throughput::tempfile_dir(prefix)?;
+    let (warehouse, dir) = bench_warehouse(moto, prefix)?;
     let mut args: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-    let warehouse = match moto {
-        Some(m) => {
-            args.extend(m.serve_args(prefix));
-            Warehouse::parse(
-                Some(&format!("s3://{}/{prefix}", moto::BUCKET)),
-                &dir,
-                &m.settings(),
-            )?
-        }
-        None => Warehouse::parse(None, &dir.join("warehouse"), &S3Settings::default())?,
-    };
+    if let Some(m) = moto {
+        args.extend(m.serve_args(prefix));
+    }
     let server = Server::start(&opts.sluice, &dir, flush, &args)?;
     Ok((server, warehouse, dir))
 }
@@ -102,7 +117,9 @@ fn start(
 #[tokio::main]
 async fn main() -> Result<()> {
     let opts = Options::parse();
-    if !opts.sluice.exists() {
+    let wants = |s: Section| opts.sections.contains(&s);
+    let needs_sluice = wants(Section::Freshness) || wants(Section::Compaction);
+    if needs_sluice && !opts.sluice.exists() {
         bail!(
             "{} not found: cargo build --release -p sluice-server",
             opts.sluice.display()
@@ -116,7 +133,6 @@ async fn main() -> Result<()> {
         "Sluice sink benchmark ({cores} cores; S3 = moto_server on loopback; {} rec/s of ~200-byte JSON)",
         opts.rate
     );
-    let wants = |s: Section| opts.sections.contains(&s);
     if wants(Section::Freshness) {
         freshness_section(&opts, &moto).await?;
     }
@@ -128,6 +144,9 @@ async fn main() -> Result<()> {
     }
     if wants(Section::Commits) {
         commits_section(&opts, &moto).await?;
+    }
+    if wants(Section::Committer) {
+        committer_section(&opts, &moto).await?;
     }
     Ok(())
 }
@@ -231,6 +250,21 @@ async fn compaction_section(opts: &Options) -> Result<()> {
     Ok(())
 }
 
+/// A warehouse of in-process runs: local in a new temporary directory, or
+/// S3 (moto) under `prefix`; the directory is the caller's to remove.
+fn bench_warehouse(moto: Option<&moto::Moto>, prefix: &str) -> Result<(Warehouse, PathBuf)> {
+    let dir = throughput::tempfile_dir(prefix)?;
+    let warehouse = match moto {
+        Some(m) => Warehouse::parse(
+            Some(&format!("s3://{}/{prefix}", moto::BUCKET)),
+            &dir,
+            &m.settings(),
+        )?,
+        None => Warehouse::parse(None, &dir.join("warehouse"), &S3Settings::default())?,
+    };
+    Ok((warehouse, dir))
+}
+
 async fn commits_section(opts: &Options, moto: &moto::Moto) -> Result<()> {
     let mut t = Table::new(&[
         "warehouse",
@@ -242,15 +276,7 @@ async fn commits_section(opts: &Options, moto: &moto::Moto) -> Result<()> {
     ]);
     for (store, m) in [("local", None), ("s3 (moto)", Some(moto))] {
         for writers in [1usize, 2, 4] {
-            let dir = throughput::tempfile_dir("commits")?;
-            let warehouse = match m {
-                Some(m) => Warehouse::parse(
-                    Some(&format!("s3://{}/commits", moto::BUCKET)),
-                    &dir,
-                    &m.settings(),
-                )?,
-                None => Warehouse::parse(None, &dir.join("warehouse"), &S3Settings::default())?,
-            };
+            let (warehouse, dir) = bench_warehouse(m, "commits")?;
             let name = format!("w{writers}");
             let r = commits::run(
                 &warehouse,
@@ -277,6 +303,82 @@ async fn commits_section(opts: &Options, moto: &moto::Moto) -> Result<()> {
     println!(
         "\nCommit rate on one table ({} s per row, one-row appends back to back, sink commit properties: {} retries)",
         opts.commit_seconds,
+        opts.commit_retries
+    );
+    print!("{}", t.render());
+    Ok(())
+}
+
+async fn committer_section(opts: &Options, moto: &moto::Moto) -> Result<()> {
+    use committer::{Model, Shape};
+    let mut t = Table::new(&[
+        "warehouse",
+        "pods",
+        "model",
+        "commits/s",
+        "rows/s",
+        "lag p50 ms",
+        "lag p99 ms",
+        "files/commit",
+        "failed",
+        "CPU ms/commit",
+        "check",
+    ]);
+    let stores: &[(&str, Option<&moto::Moto>)] = if opts.committer_s3 {
+        &[("local", None), ("s3 (moto)", Some(moto))]
+    } else {
+        &[("local", None)]
+    };
+    for &(store, m) in stores {
+        for &pods in &opts.pods {
+            for model in [Model::Committer, Model::PerPod] {
+                let shape = Shape {
+                    pods,
+                    seconds: opts.seconds,
+                    commit_interval: opts.commit_interval,
+                    flush_interval: opts.flush_interval,
+                    rows_per_flush: opts.rows_per_flush,
+                    retries: opts.commit_retries,
+                };
+                let prefix = format!("sim-{}-{pods}", model.label());
+                let (warehouse, dir) = bench_warehouse(m, &prefix)?;
+                let name = format!("pods{pods}");
+                let mut r = committer::run(&warehouse, &name, model, shape).await?;
+                let check = if r.table_rows == r.rows {
+                    "ok".to_string()
+                } else {
+                    format!("FAIL: table {} rows, answered {}", r.table_rows, r.rows)
+                };
+                let commits = r.commits.max(1) as f64;
+                t.row(vec![
+                    store.into(),
+                    pods.to_string(),
+                    model.label().into(),
+                    format!("{:.2}", r.commits as f64 / r.seconds),
+                    format!("{:.0}", r.rows as f64 / r.seconds),
+                    format!("{:.0}", r.lag.median()),
+                    format!("{:.0}", r.lag.quantile(0.99)),
+                    format!("{:.1}", r.files as f64 / commits),
+                    r.failed.to_string(),
+                    format!("{:.0}", 1e3 * r.cpu_s / commits),
+                    check.clone(),
+                ]);
+                if check != "ok" {
+                    println!("{store}, {pods} pods, {}: {check}", model.label());
+                }
+                for (error, n) in &r.errors {
+                    println!("{store}, {pods} pods, {}: {n} × {error}", model.label());
+                }
+                let _ = std::fs::remove_dir_all(dir);
+            }
+        }
+    }
+    println!(
+        "\nSimulated pods on one table ({} s per row, one {}-row file per pod per {:?} flush; committer interval {:?}; per-pod: {} retries)",
+        opts.seconds,
+        opts.rows_per_flush,
+        opts.flush_interval,
+        opts.commit_interval,
         opts.commit_retries
     );
     print!("{}", t.render());
