@@ -90,6 +90,38 @@ impl IngestService {
             .map_err(Status::from)?;
         Ok((caller, header_table, slot))
     }
+
+    /// Admits a stream and hands it to `run` on its own task, which answers through a
+    /// bounded channel; the response stream is that channel's receiver.
+    fn spawn_stream<In, Out, Run, Fut>(
+        &self,
+        request: Request<In>,
+        run: Run,
+    ) -> Result<Response<ResponseStream<Out>>, Status>
+    where
+        Run: FnOnce(
+            Arc<Pod>,
+            Caller,
+            Option<String>,
+            In,
+            tokio::sync::mpsc::Sender<Result<Out, Status>>,
+            StreamSlot,
+        ) -> Fut,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let (caller, header_table, slot) = self.admit(request.metadata())?;
+        let (tx, rx) = tokio::sync::mpsc::channel(RESPONSE_CHANNEL_DEPTH);
+        let task = run(
+            self.pod.clone(),
+            caller,
+            header_table,
+            request.into_inner(),
+            tx,
+            slot,
+        );
+        self.pod.stream_tasks.spawn(task);
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
 }
 
 #[tonic::async_trait]
@@ -100,14 +132,7 @@ impl Zerobus for IngestService {
         &self,
         request: Request<Streaming<EphemeralStreamRequest>>,
     ) -> Result<Response<Self::EphemeralStreamStream>, Status> {
-        let (caller, header_table, slot) = self.admit(request.metadata())?;
-        let (tx, rx) = tokio::sync::mpsc::channel(RESPONSE_CHANNEL_DEPTH);
-        let pod = self.pod.clone();
-        let inbound = request.into_inner();
-        self.pod
-            .stream_tasks
-            .spawn(run_stream(pod, caller, header_table, inbound, tx, slot));
-        Ok(Response::new(ReceiverStream::new(rx)))
+        self.spawn_stream(request, run_stream)
     }
 
     type PersistentStreamStream = ResponseStream<PersistentStreamResponse>;
@@ -116,14 +141,7 @@ impl Zerobus for IngestService {
         &self,
         request: Request<Streaming<PersistentStreamRequest>>,
     ) -> Result<Response<Self::PersistentStreamStream>, Status> {
-        let (caller, header_table, slot) = self.admit(request.metadata())?;
-        let (tx, rx) = tokio::sync::mpsc::channel(RESPONSE_CHANNEL_DEPTH);
-        let pod = self.pod.clone();
-        let inbound = request.into_inner();
-        self.pod
-            .stream_tasks
-            .spawn(run_persistent(pod, caller, header_table, inbound, tx, slot));
-        Ok(Response::new(ReceiverStream::new(rx)))
+        self.spawn_stream(request, run_persistent)
     }
 
     async fn retire_stream(
