@@ -226,6 +226,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_cluster_pod_without_a_kek_is_refused_and_generates_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        match pod_kek(None, dir.path(), true, false) {
+            Err(ServerError::Config(m)) => assert!(m.contains("a cluster pod needs"), "{m}"),
+            Err(e) => panic!("wrong error: {e}"),
+            Ok(_) => panic!("a cluster pod started without a key-encryption key"),
+        }
+        assert!(!dir.path().join(GENERATED_KEK_FILE).exists());
+    }
+
+    #[test]
     fn a_sealed_key_opens_only_under_its_kek_and_its_label() {
         let kek = Kek::generate().expect("kek");
         let envelope = kek.seal("kid-1", b"signing key bytes").expect("seal");
