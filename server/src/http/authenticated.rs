@@ -13,13 +13,21 @@ use super::uc::error_response;
 use crate::pod::Pod;
 
 /// Answers 401 unless the request carries a valid token (`--auth none`: everyone passes).
-pub async fn require_token(State(pod): State<Arc<Pod>>, request: Request, next: Next) -> Response {
+pub async fn require_token(
+    State(pod): State<Arc<Pod>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let header = request
         .headers()
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
     match pod.auth.verify_bearer(header) {
-        Ok(_) => next.run(request).await,
+        Ok(caller) => {
+            // Handlers take the verified caller from here instead of verifying again.
+            request.extensions_mut().insert(caller);
+            next.run(request).await
+        }
         Err(e) => error_response(&e),
     }
 }

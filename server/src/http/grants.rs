@@ -11,13 +11,14 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
-use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use axum::Json;
 use serde::{Deserialize, Serialize};
 
 use super::principals::require_admin;
 use super::uc::error_response;
+use crate::auth::Caller;
 use crate::catalog::{Grant, Privilege};
 use crate::error::{Result, ServerError};
 use crate::pod::Pod;
@@ -99,11 +100,11 @@ fn respond(r: Result<serde_json::Value>) -> Response {
 /// GET: who holds what on the table.
 pub async fn get(
     State(pod): State<Arc<Pod>>,
-    headers: HeaderMap,
+    Extension(caller): Extension<Caller>,
     Path(full_name): Path<String>,
 ) -> Response {
     respond((|| {
-        require_admin(&pod, &headers)?;
+        require_admin(&caller)?;
         let table = table_name(&pod, &full_name)?;
         assignments(&pod, &table)
     })())
@@ -112,12 +113,12 @@ pub async fn get(
 /// PATCH: grant and revoke.
 pub async fn update(
     State(pod): State<Arc<Pod>>,
-    headers: HeaderMap,
+    Extension(caller): Extension<Caller>,
     Path(full_name): Path<String>,
     Json(body): Json<PermissionsUpdate>,
 ) -> Response {
     respond((|| {
-        require_admin(&pod, &headers)?;
+        require_admin(&caller)?;
         let table = table_name(&pod, &full_name)?;
         for change in &body.changes {
             let grant = |p: &str| -> Result<Grant> {

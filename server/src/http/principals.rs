@@ -11,8 +11,8 @@
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
-use axum::http::HeaderMap;
 use axum::response::Response;
+use axum::Extension;
 use axum::Json;
 use serde::{Deserialize, Serialize};
 
@@ -51,18 +51,14 @@ pub struct CreatedPrincipal {
     pub client_secret: String,
 }
 
-/// Checks that the request carries an admin token.
-pub fn require_admin(pod: &Pod, headers: &HeaderMap) -> Result<Caller> {
-    let header = headers
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    let caller = pod.auth.verify_bearer(header)?;
+/// Refuses a caller (verified by the gate in `authenticated`) that is not an admin.
+pub fn require_admin(caller: &Caller) -> Result<()> {
     if !caller.is_admin() {
         return Err(ServerError::PermissionDenied(
             "this token may not manage principals, grants or keys (admin only)".into(),
         ));
     }
-    Ok(caller)
+    Ok(())
 }
 
 /// Checks a principal name: 1 to 64 letters, digits, `_`, `-` or `.`.
@@ -90,9 +86,9 @@ fn respond<T: Serialize>(r: Result<T>) -> Response {
 }
 
 /// GET: every principal with its grants.
-pub async fn list(State(pod): State<Arc<Pod>>, headers: HeaderMap) -> Response {
+pub async fn list(State(pod): State<Arc<Pod>>, Extension(caller): Extension<Caller>) -> Response {
     respond((|| {
-        require_admin(&pod, &headers)?;
+        require_admin(&caller)?;
         let grants = pod.catalog.grants()?;
         let principals: Vec<PrincipalInfo> = pod
             .catalog
@@ -115,11 +111,11 @@ pub async fn list(State(pod): State<Arc<Pod>>, headers: HeaderMap) -> Response {
 /// POST: create a principal; the answer holds its secret, shown once.
 pub async fn create(
     State(pod): State<Arc<Pod>>,
-    headers: HeaderMap,
+    Extension(caller): Extension<Caller>,
     Json(body): Json<CreatePrincipal>,
 ) -> Response {
     respond((|| {
-        require_admin(&pod, &headers)?;
+        require_admin(&caller)?;
         check_name(&body.name)?;
         let secret = generate_secret();
         let (salt, secret_hash) = hash_secret(&secret);
@@ -141,11 +137,11 @@ pub async fn create(
 /// DELETE: remove a principal and its grants.
 pub async fn delete(
     State(pod): State<Arc<Pod>>,
-    headers: HeaderMap,
+    Extension(caller): Extension<Caller>,
     Path(client_id): Path<String>,
 ) -> Response {
     respond((|| {
-        require_admin(&pod, &headers)?;
+        require_admin(&caller)?;
         let p = pod.catalog.delete_principal(&client_id)?;
         tracing::info!(client_id = %p.client_id, "principal deleted");
         Ok(serde_json::json!({}))
@@ -153,9 +149,12 @@ pub async fn delete(
 }
 
 /// POST: add a new signing key; older keys keep verifying.
-pub async fn rotate_keys(State(pod): State<Arc<Pod>>, headers: HeaderMap) -> Response {
+pub async fn rotate_keys(
+    State(pod): State<Arc<Pod>>,
+    Extension(caller): Extension<Caller>,
+) -> Response {
     respond((|| {
-        require_admin(&pod, &headers)?;
+        require_admin(&caller)?;
         let kid = pod.auth.rotate_keys()?;
         tracing::info!(%kid, "token signing key rotated");
         Ok(serde_json::json!({ "kid": kid }))

@@ -7,8 +7,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use axum::Json;
 use serde::Deserialize;
 
@@ -70,20 +71,6 @@ fn columns_sql(columns: &[ColumnInfo]) -> String {
         .join(", ")
 }
 
-fn caller(pod: &Pod, headers: &HeaderMap) -> Result<Caller> {
-    let header = headers
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    pod.auth.verify_bearer(header)
-}
-
-/// The request's caller, if it may change the catalog.
-pub(super) fn admin(pod: &Pod, headers: &HeaderMap) -> Result<Caller> {
-    let c = caller(pod, headers)?;
-    tables::require_admin(&c)?;
-    Ok(c)
-}
-
 fn respond<T: serde::Serialize>(r: Result<T>) -> Response {
     match r {
         Ok(v) => Json(v).into_response(),
@@ -94,38 +81,34 @@ fn respond<T: serde::Serialize>(r: Result<T>) -> Response {
 /// POST: create a table.
 pub async fn create(
     State(pod): State<Arc<Pod>>,
-    headers: HeaderMap,
+    Extension(caller): Extension<Caller>,
     Json(body): Json<CreateTable>,
 ) -> Response {
-    let created = async {
-        let c = caller(&pod, &headers)?;
-        table_info(&tables::create_table(&pod, &c, body.into_new_table()).await?)
-    };
+    let created =
+        async { table_info(&tables::create_table(&pod, &caller, body.into_new_table()).await?) };
     respond(created.await)
 }
 
 /// GET one table.
 pub async fn get(
     State(pod): State<Arc<Pod>>,
-    headers: HeaderMap,
+    Extension(caller): Extension<Caller>,
     Path(full_name): Path<String>,
 ) -> Response {
     respond((|| {
-        let c = caller(&pod, &headers)?;
-        table_info(&tables::get_table(&pod, &c, &full_name)?)
+        table_info(&tables::get_table(&pod, &caller, &full_name)?)
     })())
 }
 
 /// GET the list (optionally filtered by `catalog_name` and `schema_name`).
 pub async fn list(
     State(pod): State<Arc<Pod>>,
-    headers: HeaderMap,
+    Extension(caller): Extension<Caller>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
     respond((|| {
-        let c = caller(&pod, &headers)?;
         let mut tables = Vec::new();
-        for entry in tables::list_tables(&pod, &c)? {
+        for entry in tables::list_tables(&pod, &caller)? {
             let info = table_info(&entry)?;
             let keep = query
                 .get("catalog_name")
@@ -144,13 +127,10 @@ pub async fn list(
 /// DELETE a table: catalog entry, sink and data.
 pub async fn delete(
     State(pod): State<Arc<Pod>>,
-    headers: HeaderMap,
+    Extension(caller): Extension<Caller>,
     Path(full_name): Path<String>,
 ) -> Response {
-    let dropped = async {
-        let c = caller(&pod, &headers)?;
-        tables::drop_table(&pod, &c, &full_name).await
-    };
+    let dropped = async { tables::drop_table(&pod, &caller, &full_name).await };
     match dropped.await {
         Ok(()) => (StatusCode::OK, Json(serde_json::json!({}))).into_response(),
         Err(e) => error_response(&e),

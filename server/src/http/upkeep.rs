@@ -6,13 +6,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Path, State};
-use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use axum::Json;
 use serde::Deserialize;
 
-use super::tables::admin;
 use super::uc::error_response;
+use crate::auth::Caller;
 use crate::error::{Result, ServerError};
 use crate::pod::Pod;
 use crate::sink::SharedSink;
@@ -26,8 +26,8 @@ pub struct VacuumRequest {
     retention_seconds: Option<u64>,
 }
 
-fn sink(pod: &Pod, headers: &HeaderMap, full_name: &str) -> Result<SharedSink> {
-    admin(pod, headers)?;
+fn sink(pod: &Pod, caller: &Caller, full_name: &str) -> Result<SharedSink> {
+    crate::tables::require_admin(caller)?;
     pod.sinks
         .get(full_name)
         .ok_or_else(|| ServerError::NotFound(format!("table {full_name} does not exist")))
@@ -43,12 +43,12 @@ fn respond<T: serde::Serialize>(r: Result<T>) -> Response {
 /// POST …/optimize: compact small files now.
 pub async fn optimize(
     State(pod): State<Arc<Pod>>,
-    headers: HeaderMap,
+    Extension(caller): Extension<Caller>,
     Path(full_name): Path<String>,
 ) -> Response {
     respond(
         async {
-            let sink = sink(&pod, &headers, &full_name)?;
+            let sink = sink(&pod, &caller, &full_name)?;
             let report = sink.upkeep.optimize().await?;
             tracing::info!(table = %full_name, ?report, "optimize");
             Ok(report)
@@ -60,14 +60,14 @@ pub async fn optimize(
 /// POST …/vacuum: delete removed files past the retention now.
 pub async fn vacuum(
     State(pod): State<Arc<Pod>>,
-    headers: HeaderMap,
+    Extension(caller): Extension<Caller>,
     Path(full_name): Path<String>,
     body: Option<Json<VacuumRequest>>,
 ) -> Response {
     let request = body.map(|Json(b)| b).unwrap_or_default();
     respond(
         async {
-            let sink = sink(&pod, &headers, &full_name)?;
+            let sink = sink(&pod, &caller, &full_name)?;
             let retention = request.retention_seconds.map(Duration::from_secs);
             let report = sink.upkeep.vacuum(retention).await?;
             tracing::info!(table = %full_name, ?report, "vacuum");
