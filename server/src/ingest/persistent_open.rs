@@ -183,8 +183,7 @@ fn resumed_plan(
         return Ok(own);
     }
     let plan = compile(given, sink, "resume_stream")?;
-    // A plan is a tree of plain data; equal renderings are equal plans.
-    if format!("{plan:?}") != format!("{own:?}") {
+    if plan != own {
         return Err(ServerError::InvalidArgument(format!(
             "resume_stream: the descriptor does not compile to the plan persistent stream \
              `{}` was created with; resume with the stream's descriptor",

@@ -49,7 +49,7 @@ pub(crate) enum FastOp {
 }
 
 /// One entry of the fast table.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct FastEntry {
     /// The wire type bits the field must arrive with; `u8::MAX` for no fast field.
     pub(crate) wire: u8,

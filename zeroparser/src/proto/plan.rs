@@ -13,7 +13,7 @@ use crate::schema::TableSchema;
 const DENSE_FIELD_NUMBERS: usize = 256;
 
 /// A descriptor compiled against a table schema: how to decode that stream's records.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ProtoPlan {
     pub(super) message_name: String,
     pub(crate) root: MessagePlan,
@@ -24,7 +24,7 @@ pub struct ProtoPlan {
 }
 
 /// How to decode one message into the slots of one struct (or the record).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct MessagePlan {
     pub(crate) fields: Vec<FieldPlan>,
     /// Number of columns of the struct this message fills.
@@ -43,7 +43,7 @@ pub(crate) struct MessagePlan {
 }
 
 /// One descriptor field and the column slot it fills.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct FieldPlan {
     pub(crate) slot: usize,
     /// The column name, for error paths.
@@ -54,7 +54,7 @@ pub(crate) struct FieldPlan {
 }
 
 /// What a field holds.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) enum FieldShape {
     Scalar(ScalarPlan),
     Message(Box<MessagePlan>),
@@ -64,14 +64,14 @@ pub(crate) enum FieldShape {
 }
 
 /// A map field: its entry's key (field 1) and value (field 2).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct MapPlan {
     pub(crate) key: ScalarPlan,
     pub(crate) value: MapValuePlan,
 }
 
 /// A map's value.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) enum MapValuePlan {
     Scalar(ScalarPlan),
     Message(MessagePlan),

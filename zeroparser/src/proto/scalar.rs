@@ -13,7 +13,7 @@ use crate::schema::ColumnType;
 use crate::value::{float_value, int_value, variant_text, Scalar, Value};
 
 /// An enum's value names by number (for enum → STRING).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct EnumNames {
     /// Sorted by number; for aliases the first declared name wins.
     by_number: Vec<(i32, String)>,
@@ -47,7 +47,7 @@ impl EnumNames {
 }
 
 /// How to read one scalar field and convert it to its column.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ScalarPlan {
     pub(crate) kind: ProtoKind,
     /// The column type it fills (a primitive type).
