@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of Sluice. On a fresh machine it first installs what the tests
 # need (idempotent: a second run skips what is already there):
-#   - Debian packages: etcd-server (the real etcd the cluster tests start) and libfuse2
+#   - Debian packages: etcd-server (the real etcd the cluster tests start), etcd-client
+#     (etcdctl, which the etcd-auth tests use to create users and enable auth) and libfuse2
 #     (the FUSE library fusepy drives: tests/fuse/faulty_fs.py, the WAL's fdatasync-error
 #     test; as root it mounts without fusermount);
 #   - a Python virtualenv (.venv) with the official Python Zerobus SDK,
@@ -20,6 +21,7 @@ cd "$(dirname "$0")/.."
 
 missing=()
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
+command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
 ldconfig -p 2>/dev/null | grep 'libfuse\.so\.2 ' >/dev/null || missing+=(libfuse2)
 if [ ${#missing[@]} -gt 0 ]; then
   sudo=""

@@ -8,7 +8,7 @@ pub type Result<T, E = RouterError> = std::result::Result<T, E>;
 /// Everything that can go wrong talking to the meta store or proxying.
 #[derive(Debug, thiserror::Error)]
 pub enum RouterError {
-    /// A `--join` URL that is not `etcd://HOST:PORT[,HOST:PORT…]`.
+    /// A `--join` URL that is not `etcd://HOST:PORT[,HOST:PORT…]` (or `etcds://` for TLS).
     #[error("bad meta store URL {url:?}: {reason}")]
     BadUrl {
         /// The URL given.
@@ -26,6 +26,17 @@ pub enum RouterError {
         /// `source`, so a chain printer does not repeat it).
         status: tonic::Status,
     },
+    /// etcd refused the user name and password (or could not be asked).
+    #[error("etcd authentication as user {user:?}: {}", describe(.status))]
+    EtcdAuth {
+        /// The etcd user.
+        user: String,
+        /// What etcd (or the transport) answered.
+        status: tonic::Status,
+    },
+    /// TLS material given for etcd could not be used (unreadable file, plain `etcd://` URL).
+    #[error("etcd TLS: {0}")]
+    Tls(String),
     /// etcd ended or canceled a watch (compacted start revision, lost leader, stream closed).
     #[error("etcd watch on {key}: {reason}")]
     Watch {
@@ -62,7 +73,8 @@ impl RouterError {
     }
 }
 
-/// A status as one line: its code, its message and, for a transport failure, the cause.
+/// A status as one line: its code, its message and, for a transport failure, the cause;
+/// then what to do about it when the cause is a missing credential.
 fn describe(status: &tonic::Status) -> String {
     let mut out = format!("{:?}: {}", status.code(), status.message());
     let mut cause = status.source();
@@ -71,5 +83,23 @@ fn describe(status: &tonic::Status) -> String {
         out.push_str(&e.to_string());
         cause = e.source();
     }
+    if let Some(hint) = hint(&out) {
+        out.push_str(" (");
+        out.push_str(hint);
+        out.push(')');
+    }
     out
+}
+
+/// What an operator should do about a refusal, when the refusal says.
+fn hint(described: &str) -> Option<&'static str> {
+    if described.contains("user name is empty") {
+        Some("etcd has authentication enabled: give --etcd-user and its password")
+    } else if described.contains("UnknownIssuer") {
+        Some("etcd's certificate is not signed by the CA of --etcd-ca")
+    } else if described.contains("CertificateRequired") || described.contains("BadCertificate") {
+        Some("etcd wants a client certificate it trusts: --etcd-cert and --etcd-key")
+    } else {
+        None
+    }
 }

@@ -11,7 +11,7 @@
 
 use crate::error::{Result, RouterError};
 use crate::etcd::kv::{mod_revision_is, put_op, version_is};
-use crate::etcd::EtcdClient;
+use crate::etcd::{EtcdClient, EtcdOptions};
 use crate::pod_record::PodRecord;
 use sluice_proto::etcd::mvccpb::event::EventType;
 
@@ -37,20 +37,25 @@ pub struct Meta {
     client: EtcdClient,
 }
 
-/// Parses `etcd://HOST:PORT[,HOST:PORT…]` into the endpoints the client dials.
+/// Parses `etcd://HOST:PORT[,HOST:PORT…]` (plain text) or `etcds://HOST:PORT[,…]` (TLS)
+/// into the endpoints the client dials (`http://…` or `https://…`).
 pub fn parse_join_url(url: &str) -> Result<Vec<String>> {
     let bad = |reason: &str| RouterError::BadUrl {
         url: url.to_string(),
         reason: reason.to_string(),
     };
-    let rest = url
-        .strip_prefix("etcd://")
-        .ok_or_else(|| bad("expected etcd://HOST:PORT"))?;
+    let (scheme, rest) = if let Some(rest) = url.strip_prefix("etcds://") {
+        ("https", rest)
+    } else if let Some(rest) = url.strip_prefix("etcd://") {
+        ("http", rest)
+    } else {
+        return Err(bad("expected etcd://HOST:PORT (or etcds:// for TLS)"));
+    };
     let endpoints: Vec<String> = rest
         .trim_end_matches('/')
         .split(',')
         .filter(|s| !s.is_empty())
-        .map(|hp| format!("http://{hp}"))
+        .map(|hp| format!("{scheme}://{hp}"))
         .collect();
     if endpoints.is_empty() {
         return Err(bad("no HOST:PORT"));
@@ -59,10 +64,18 @@ pub fn parse_join_url(url: &str) -> Result<Vec<String>> {
 }
 
 impl Meta {
-    /// Connects to the etcd cluster named by `etcd://HOST:PORT[,…]`.
-    pub async fn connect(join_url: &str) -> Result<Meta> {
+    /// Connects to the etcd cluster named by `etcd://HOST:PORT[,…]` (`etcds://` for TLS)
+    /// with `options` (TLS material, credentials). TLS material with a plain `etcd://` URL
+    /// is refused rather than silently unused.
+    pub async fn connect(join_url: &str, options: &EtcdOptions) -> Result<Meta> {
         let endpoints = parse_join_url(join_url)?;
-        let client = EtcdClient::connect(&endpoints)?;
+        if options.tls.is_set() && !join_url.starts_with("etcds://") {
+            return Err(RouterError::Tls(format!(
+                "a CA or client certificate is given but {join_url} is plain text; \
+                 use etcds://HOST:PORT for TLS"
+            )));
+        }
+        let client = EtcdClient::connect(&endpoints, options)?;
         Ok(Meta { client })
     }
 
@@ -191,6 +204,10 @@ mod tests {
         assert_eq!(
             parse_join_url("etcd://a:1,b:2/").ok(),
             Some(vec!["http://a:1".to_string(), "http://b:2".to_string()])
+        );
+        assert_eq!(
+            parse_join_url("etcds://a:1,b:2").ok(),
+            Some(vec!["https://a:1".to_string(), "https://b:2".to_string()])
         );
         assert!(parse_join_url("http://a:1").is_err());
         assert!(parse_join_url("etcd://").is_err());

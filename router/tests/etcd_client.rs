@@ -6,6 +6,7 @@ use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use sluice_router::etcd::{Credentials, EtcdOptions};
 use sluice_router::meta::Meta;
 use sluice_router::RouterError;
 
@@ -30,6 +31,11 @@ fn free_port() -> u16 {
 
 /// Starts etcd and returns once the meta store answers through it.
 async fn start_etcd() -> (Etcd, Meta) {
+    start_etcd_with(&[]).await
+}
+
+/// [`start_etcd`] with extra etcd flags.
+async fn start_etcd_with(extra: &[&str]) -> (Etcd, Meta) {
     let dir = tempfile::tempdir().expect("tempdir");
     let (client, peer) = (free_port(), free_port());
     let child = Command::new("etcd")
@@ -42,6 +48,7 @@ async fn start_etcd() -> (Etcd, Meta) {
             "--initial-advertise-peer-urls=http://127.0.0.1:{peer}"
         ))
         .arg(format!("--initial-cluster=t=http://127.0.0.1:{peer}"))
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -52,7 +59,7 @@ async fn start_etcd() -> (Etcd, Meta) {
         _dir: dir,
     };
     for _ in 0..300 {
-        if let Ok(meta) = Meta::connect(&etcd.join).await {
+        if let Ok(meta) = Meta::connect(&etcd.join, &Default::default()).await {
             if meta.pods().await.is_ok() {
                 return (etcd, meta);
             }
@@ -186,11 +193,92 @@ async fn a_pod_record_lives_as_long_as_its_lease() {
 
 #[tokio::test]
 async fn an_unreachable_etcd_is_an_etcd_error_naming_the_call() {
-    let meta = Meta::connect(&format!("etcd://127.0.0.1:{}", free_port()))
-        .await
-        .expect("lazy");
+    let meta = Meta::connect(
+        &format!("etcd://127.0.0.1:{}", free_port()),
+        &Default::default(),
+    )
+    .await
+    .expect("lazy");
     match meta.get("/t/k").await {
         Err(RouterError::Etcd { call, .. }) => assert_eq!(call, "range"),
         other => panic!("expected an etcd error, got {other:?}"),
     }
+}
+
+/// Runs `etcdctl` (Debian `etcd-client`) against `join`.
+fn etcdctl(join: &str, args: &[&str]) {
+    let out = Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .arg(format!(
+            "--endpoints={}",
+            join.replacen("etcd://", "http://", 1)
+        ))
+        .args(args)
+        .output()
+        .expect("run etcdctl (Debian package etcd-client)");
+    assert!(
+        out.status.success(),
+        "etcdctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test]
+async fn an_expired_token_is_renewed_for_calls_watches_and_leases() {
+    // Tokens of this etcd expire after one idle second.
+    let (etcd, _) = start_etcd_with(&["--auth-token-ttl=1"]).await;
+    etcdctl(&etcd.join, &["user", "add", "root:root-pw"]);
+    etcdctl(&etcd.join, &["auth", "enable"]);
+    let options = EtcdOptions {
+        credentials: Some(Credentials {
+            user: "root".into(),
+            password: "root-pw".into(),
+        }),
+        ..Default::default()
+    };
+    let meta = Meta::connect(&etcd.join, &options).await.expect("connect");
+    meta.client().put("/t/a", "1", 0).await.expect("first put");
+    let idle = || tokio::time::sleep(Duration::from_millis(2500));
+
+    idle().await;
+    let got = meta.get("/t/a").await.expect("get after expiry");
+    assert_eq!(got.map(|v| v.value), Some(b"1".to_vec()));
+
+    idle().await;
+    let lease = meta
+        .client()
+        .lease_grant(30)
+        .await
+        .expect("grant after expiry");
+    idle().await;
+    assert!(
+        meta.client()
+            .lease_keep_alive(lease)
+            .await
+            .expect("keep-alive")
+            > 0
+    );
+
+    idle().await;
+    let mut watch = meta
+        .client()
+        .watch("/t/w", 0)
+        .await
+        .expect("watch after expiry");
+    meta.client().put("/t/w", "x", 0).await.expect("put");
+    let event = tokio::time::timeout(Duration::from_secs(5), watch.message())
+        .await
+        .expect("an event in time")
+        .expect("watch")
+        .expect("open");
+    assert_eq!(event.events.len(), 1);
+
+    let anonymous = Meta::connect(&etcd.join, &Default::default())
+        .await
+        .expect("connect");
+    let refused = anonymous.get("/t/a").await.expect_err("auth is on");
+    assert!(
+        refused.to_string().contains("give --etcd-user"),
+        "{refused}"
+    );
 }

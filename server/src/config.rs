@@ -107,8 +107,10 @@ pub struct ServeConfig {
 /// How a pod takes part in a cluster (`sluice serve --join etcd://…`).
 #[derive(Clone, Debug)]
 pub struct ClusterConfig {
-    /// The meta store, `etcd://HOST:PORT[,HOST:PORT…]`.
+    /// The meta store, `etcd://HOST:PORT[,HOST:PORT…]` (`etcds://` for TLS).
     pub join: String,
+    /// TLS material and credentials for etcd (`--etcd-*`). Default: none.
+    pub etcd: crate::etcd_access::EtcdAccess,
     /// The pod's id in the meta store. Default: `<host name>-<port>`.
     pub pod_id: String,
     /// The URL routers use to reach this pod. Default: `http://<listen>`.

@@ -9,7 +9,7 @@ use sluice_proto::etcd::etcdserverpb::{
 };
 
 use super::client::EtcdClient;
-use crate::error::{Result, RouterError};
+use crate::error::Result;
 
 impl EtcdClient {
     /// Reads `key`.
@@ -33,12 +33,11 @@ impl EtcdClient {
     }
 
     async fn range(&self, request: RangeRequest) -> Result<RangeResponse> {
-        let mut kv = self.kv.clone();
-        let response = kv
-            .range(request)
-            .await
-            .map_err(RouterError::etcd("range"))?;
-        Ok(response.into_inner())
+        self.call("range", || {
+            let (mut kv, request) = (self.kv.clone(), request.clone());
+            async move { kv.range(request).await.map(|r| r.into_inner()) }
+        })
+        .await
     }
 
     /// Writes `key`, attached to `lease` (0: no lease).
@@ -48,38 +47,40 @@ impl EtcdClient {
         value: impl Into<Vec<u8>>,
         lease: i64,
     ) -> Result<()> {
-        let mut kv = self.kv.clone();
-        kv.put(put_request(key, value, lease))
-            .await
-            .map_err(RouterError::etcd("put"))?;
-        Ok(())
+        let request = put_request(key, value, lease);
+        self.call("put", || {
+            let (mut kv, request) = (self.kv.clone(), request.clone());
+            async move { kv.put(request).await.map(|_| ()) }
+        })
+        .await
     }
 
     /// Deletes `key` (nothing happens if it is absent).
     pub async fn delete(&self, key: impl Into<Vec<u8>>) -> Result<()> {
-        let mut kv = self.kv.clone();
-        kv.delete_range(DeleteRangeRequest {
+        let request = DeleteRangeRequest {
             key: key.into(),
             ..Default::default()
+        };
+        self.call("delete", || {
+            let (mut kv, request) = (self.kv.clone(), request.clone());
+            async move { kv.delete_range(request).await.map(|_| ()) }
         })
         .await
-        .map_err(RouterError::etcd("delete"))?;
-        Ok(())
     }
 
     /// Applies `success` atomically if every compare holds (else nothing); the response says
     /// which happened and carries the store's revision after it.
     pub async fn txn(&self, compare: Vec<Compare>, success: Vec<RequestOp>) -> Result<TxnResponse> {
-        let mut kv = self.kv.clone();
-        let response = kv
-            .txn(TxnRequest {
-                compare,
-                success,
-                failure: Vec::new(),
-            })
-            .await
-            .map_err(RouterError::etcd("txn"))?;
-        Ok(response.into_inner())
+        let request = TxnRequest {
+            compare,
+            success,
+            failure: Vec::new(),
+        };
+        self.call("txn", || {
+            let (mut kv, request) = (self.kv.clone(), request.clone());
+            async move { kv.txn(request).await.map(|r| r.into_inner()) }
+        })
+        .await
     }
 }
 

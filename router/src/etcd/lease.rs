@@ -6,46 +6,51 @@ use sluice_proto::etcd::etcdserverpb::{
 };
 
 use super::client::EtcdClient;
-use crate::error::{Result, RouterError};
+use crate::error::Result;
 
 impl EtcdClient {
     /// Grants a lease of `ttl_secs` seconds; returns its ID.
     pub async fn lease_grant(&self, ttl_secs: i64) -> Result<i64> {
-        let mut lease = self.lease.clone();
-        let response = lease
-            .lease_grant(LeaseGrantRequest {
-                ttl: ttl_secs,
-                id: 0,
-            })
-            .await
-            .map_err(RouterError::etcd("lease grant"))?;
-        Ok(response.into_inner().id)
+        let request = LeaseGrantRequest {
+            ttl: ttl_secs,
+            id: 0,
+        };
+        self.call("lease grant", || {
+            let mut lease = self.lease.clone();
+            async move { lease.lease_grant(request).await.map(|r| r.into_inner().id) }
+        })
+        .await
     }
 
     /// Revokes lease `id`: etcd deletes every key attached to it at once.
     pub async fn lease_revoke(&self, id: i64) -> Result<()> {
-        let mut lease = self.lease.clone();
-        lease
-            .lease_revoke(LeaseRevokeRequest { id })
-            .await
-            .map_err(RouterError::etcd("lease revoke"))?;
-        Ok(())
+        self.call("lease revoke", || {
+            let mut lease = self.lease.clone();
+            async move {
+                lease
+                    .lease_revoke(LeaseRevokeRequest { id })
+                    .await
+                    .map(|_| ())
+            }
+        })
+        .await
     }
 
     /// Renews lease `id` once; returns its new time-to-live in seconds, 0 or less if the
     /// lease is gone (expired or revoked) or etcd closed the stream without an answer.
     pub async fn lease_keep_alive(&self, id: i64) -> Result<i64> {
-        let mut lease = self.lease.clone();
-        let request = LeaseKeepAliveRequest { id };
-        let mut responses = lease
-            .lease_keep_alive(tokio_stream::once(request))
-            .await
-            .map_err(RouterError::etcd("lease keep-alive"))?
-            .into_inner();
-        let answer = responses
-            .message()
-            .await
-            .map_err(RouterError::etcd("lease keep-alive"))?;
-        Ok(answer.map_or(0, |r| r.ttl))
+        self.call("lease keep-alive", || {
+            let mut lease = self.lease.clone();
+            async move {
+                let request = LeaseKeepAliveRequest { id };
+                let mut responses = lease
+                    .lease_keep_alive(tokio_stream::once(request))
+                    .await?
+                    .into_inner();
+                let answer = responses.message().await?;
+                Ok(answer.map_or(0, |r| r.ttl))
+            }
+        })
+        .await
     }
 }

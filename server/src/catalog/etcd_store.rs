@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
+use sluice_router::etcd::EtcdOptions;
 use sluice_router::meta::{Meta, CATALOG_KEY};
 use tokio::sync::mpsc as tmpsc;
 
@@ -33,8 +34,9 @@ pub struct EtcdStore {
 }
 
 impl EtcdStore {
-    /// Connects to etcd at `join` (`etcd://HOST:PORT[,…]`) on a thread of its own.
-    pub fn connect(join: &str) -> Result<EtcdStore> {
+    /// Connects to etcd at `join` (`etcd://HOST:PORT[,…]`, `etcds://` for TLS) with
+    /// `options` (TLS material, credentials) on a thread of its own.
+    pub fn connect(join: &str, options: EtcdOptions) -> Result<EtcdStore> {
         let (requests, inbox) = tmpsc::unbounded_channel();
         let hint = Arc::new(AtomicI64::new(0));
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);
@@ -42,7 +44,7 @@ impl EtcdStore {
         let thread_hint = hint.clone();
         std::thread::Builder::new()
             .name("catalog-etcd".into())
-            .spawn(move || serve(url, inbox, thread_hint, ready_tx))
+            .spawn(move || serve(url, options, inbox, thread_hint, ready_tx))
             .map_err(|e| ServerError::io("starting the catalog's etcd thread", e))?;
         ready_rx
             .recv_timeout(REQUEST_TIMEOUT)
@@ -97,6 +99,7 @@ fn etcd_error(e: sluice_router::RouterError) -> ServerError {
 
 fn serve(
     url: String,
+    options: EtcdOptions,
     mut inbox: tmpsc::UnboundedReceiver<Request>,
     hint: Arc<AtomicI64>,
     ready: mpsc::SyncSender<Result<()>>,
@@ -112,7 +115,7 @@ fn serve(
         }
     };
     runtime.block_on(async move {
-        let meta = match Meta::connect(&url).await {
+        let meta = match Meta::connect(&url, &options).await {
             Ok(m) => m,
             Err(e) => {
                 let _ = ready.send(Err(etcd_error(e)));

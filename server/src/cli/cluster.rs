@@ -4,6 +4,7 @@
 use clap::Subcommand;
 use sluice_router::pod_record::now_ms;
 use sluice_router::{Meta, PodRecord};
+use sluice_server::etcd_access::EtcdAccess;
 use sluice_server::{Result, ServerError};
 
 use super::cluster_up::{self, UpArgs};
@@ -13,9 +14,11 @@ use super::cluster_up::{self, UpArgs};
 pub enum ClusterCommand {
     /// Pods, their state and load.
     Status {
-        /// The meta store: etcd://HOST:PORT.
+        /// The meta store: etcd://HOST:PORT (etcds:// for TLS).
         #[arg(long, env = "SLUICE_JOIN")]
         join: String,
+        #[command(flatten)]
+        etcd: EtcdAccess,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -28,8 +31,8 @@ pub enum ClusterCommand {
 /// Runs a cluster command.
 pub async fn run(command: ClusterCommand) -> anyhow::Result<()> {
     match command {
-        ClusterCommand::Status { join, json } => {
-            let pods = pods(&join).await?;
+        ClusterCommand::Status { join, etcd, json } => {
+            let pods = pods(&join, &etcd).await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&pods)?);
             } else {
@@ -49,14 +52,20 @@ pub fn meta_error(e: sluice_router::RouterError) -> ServerError {
     ServerError::Unavailable(format!("meta store: {e}"))
 }
 
-/// Connects to the meta store at `join` (`etcd://HOST:PORT`).
-pub async fn connect_meta(join: &str) -> Result<Meta> {
-    Meta::connect(join).await.map_err(meta_error)
+/// Connects to the meta store at `join` (`etcd://HOST:PORT`, `etcds://` for TLS).
+pub async fn connect_meta(join: &str, etcd: &EtcdAccess) -> Result<Meta> {
+    Meta::connect(join, &etcd.options()?)
+        .await
+        .map_err(meta_error)
 }
 
 /// The registered pods.
-pub async fn pods(join: &str) -> Result<Vec<PodRecord>> {
-    connect_meta(join).await?.pods().await.map_err(meta_error)
+pub async fn pods(join: &str, etcd: &EtcdAccess) -> Result<Vec<PodRecord>> {
+    connect_meta(join, etcd)
+        .await?
+        .pods()
+        .await
+        .map_err(meta_error)
 }
 
 /// The status table: one line per pod.

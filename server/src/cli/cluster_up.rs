@@ -164,7 +164,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
 
 async fn wait_for_etcd(join: &str) -> Result<()> {
     for _ in 0..100 {
-        if let Ok(meta) = sluice_router::Meta::connect(join).await {
+        if let Ok(meta) = sluice_router::Meta::connect(join, &Default::default()).await {
             if meta.pods().await.is_ok() {
                 return Ok(());
             }

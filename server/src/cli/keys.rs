@@ -21,7 +21,7 @@ pub enum KeysCommand {
     Rotate,
     /// Re-encrypt every token-signing key under a new key-encryption key. Stop the server
     /// (every pod of a cluster) first; start it again with the new key.
-    RotateKek(RotateKekArgs),
+    RotateKek(Box<RotateKekArgs>),
 }
 
 /// The flags of `sluice keys rotate-kek`.
@@ -34,9 +34,12 @@ pub struct RotateKekArgs {
     /// a single node: <data-dir>/secrets.key, which then receives the new key.
     #[arg(long)]
     secrets_key_file: Option<PathBuf>,
-    /// The cluster's etcd (etcd://HOST:PORT[,…]); default: the catalog in --data-dir.
+    /// The cluster's etcd (etcd://HOST:PORT[,…], etcds:// for TLS); default: the catalog
+    /// in --data-dir.
     #[arg(long, env = "SLUICE_JOIN")]
     join: Option<String>,
+    #[command(flatten)]
+    etcd: sluice_server::etcd_access::EtcdAccess,
 }
 
 /// Runs a keys command against the pod of `conn`.
@@ -47,7 +50,7 @@ pub async fn run(conn: ConnArgs, command: KeysCommand) -> anyhow::Result<()> {
             let kid = client.rotate_keys().await?;
             println!("new signing key {kid}; tokens signed by older keys verify until they expire");
         }
-        KeysCommand::RotateKek(args) => rotate_kek(conn.data_dir().to_path_buf(), args).await?,
+        KeysCommand::RotateKek(args) => rotate_kek(conn.data_dir().to_path_buf(), *args).await?,
     }
     Ok(())
 }
@@ -58,7 +61,9 @@ async fn rotate_kek(data_dir: PathBuf, args: RotateKekArgs) -> anyhow::Result<()
     let (catalog, _lock) = match &args.join {
         Some(join) => {
             let join = join.clone();
-            let store = tokio::task::spawn_blocking(move || EtcdStore::connect(&join)).await??;
+            let options = args.etcd.options()?;
+            let store =
+                tokio::task::spawn_blocking(move || EtcdStore::connect(&join, options)).await??;
             (Catalog::with_store(Box::new(store))?, None)
         }
         None => {

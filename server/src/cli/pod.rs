@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use clap::Subcommand;
+use sluice_server::etcd_access::EtcdAccess;
 use sluice_server::Result;
 
 use super::cluster::{connect_meta, meta_error};
@@ -16,9 +17,11 @@ pub enum PodCommand {
     Drain {
         /// Pod id (see `sluice cluster status`).
         pod: String,
-        /// The meta store: etcd://HOST:PORT.
+        /// The meta store: etcd://HOST:PORT (etcds:// for TLS).
         #[arg(long, env = "SLUICE_JOIN")]
         join: String,
+        #[command(flatten)]
+        etcd: EtcdAccess,
         /// Return at once instead of waiting for the pod to leave.
         #[arg(long)]
         no_wait: bool,
@@ -33,11 +36,12 @@ pub async fn run(command: PodCommand) -> anyhow::Result<()> {
     let PodCommand::Drain {
         pod,
         join,
+        etcd,
         no_wait,
         timeout,
     } = command;
     let wait = (!no_wait).then_some(timeout);
-    let left = drain(&join, &pod, wait).await?;
+    let left = drain(&join, &etcd, &pod, wait).await?;
     if no_wait {
         println!("drain of {pod} requested");
     } else if left {
@@ -49,8 +53,13 @@ pub async fn run(command: PodCommand) -> anyhow::Result<()> {
 }
 
 /// Asks pod `id` to drain; with `wait`, returns once it has left (or after `timeout`).
-pub async fn drain(join: &str, id: &str, wait: Option<Duration>) -> Result<bool> {
-    let meta = connect_meta(join).await?;
+pub async fn drain(
+    join: &str,
+    etcd: &EtcdAccess,
+    id: &str,
+    wait: Option<Duration>,
+) -> Result<bool> {
+    let meta = connect_meta(join, etcd).await?;
     meta.request_drain(id).await.map_err(meta_error)?;
     let Some(timeout) = wait else {
         return Ok(false);

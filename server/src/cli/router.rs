@@ -7,9 +7,11 @@ pub struct RouterArgs {
     /// Address producers connect to (gRPC and HTTP).
     #[arg(long, default_value = "127.0.0.1:50050")]
     listen: std::net::SocketAddr,
-    /// The meta store: etcd://HOST:PORT[,HOST:PORT…].
+    /// The meta store: etcd://HOST:PORT[,HOST:PORT…] (etcds:// for TLS).
     #[arg(long, env = "SLUICE_JOIN")]
     join: String,
+    #[command(flatten)]
+    etcd: sluice_server::etcd_access::EtcdAccess,
     /// Placement policy: p2c (default), least-loaded, round-robin, random.
     #[arg(long, default_value = "p2c")]
     placement: sluice_router::Policy,
@@ -20,7 +22,7 @@ pub async fn run(args: RouterArgs) -> anyhow::Result<()> {
     super::init_tracing();
     let shutdown = sluice_server::shutdown_signal();
     let listener = sluice_router::proxy::bind(args.listen).await?;
-    let meta = sluice_router::Meta::connect(&args.join).await?;
+    let meta = sluice_router::Meta::connect(&args.join, &args.etcd.options()?).await?;
     sluice_router::proxy::run(listener, meta, args.placement, shutdown).await?;
     Ok(())
 }

@@ -12,6 +12,7 @@ use sluice_server::config::{
     parse_auth, parse_principal, AuthMode, ClusterConfig, ServeConfig, TlsFiles, DEFAULT_DATA_DIR,
     DEFAULT_LISTEN,
 };
+use sluice_server::etcd_access::EtcdAccess;
 use sluice_server::limits::LimitArgs;
 use sluice_server::sink::upkeep::UpkeepConfig;
 use sluice_server::warehouse::S3Settings;
@@ -79,9 +80,12 @@ pub struct ServeArgs {
     /// PEM private key of --tls-cert.
     #[arg(long, requires = "tls_cert")]
     tls_key: Option<PathBuf>,
-    /// Join a cluster: etcd://HOST:PORT[,HOST:PORT…] (catalog and membership in etcd).
+    /// Join a cluster: etcd://HOST:PORT[,HOST:PORT…] (catalog and membership in etcd;
+    /// etcds:// for etcd over TLS).
     #[arg(long, env = "SLUICE_JOIN")]
     join: Option<String>,
+    #[command(flatten)]
+    etcd: EtcdAccess,
     /// Pod id in the cluster. Default: $HOSTNAME-PORT.
     #[arg(long, requires = "join")]
     pod_id: Option<String>,
@@ -193,6 +197,7 @@ fn cluster_config(args: &ServeArgs) -> Option<ClusterConfig> {
     });
     Some(ClusterConfig {
         join,
+        etcd: args.etcd.clone(),
         pod_id,
         advertise,
         drain_grace: args.drain_grace,

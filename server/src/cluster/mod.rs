@@ -43,7 +43,9 @@ fn meta_error(e: sluice_router::RouterError) -> ServerError {
 impl Membership {
     /// Registers the pod of `config` and starts publishing `reporter`'s load reports.
     pub async fn join(config: &ClusterConfig, reporter: LoadReporter) -> Result<Membership> {
-        let meta = Meta::connect(&config.join).await.map_err(meta_error)?;
+        let meta = Meta::connect(&config.join, &config.etcd.options()?)
+            .await
+            .map_err(meta_error)?;
         let registration = Registration::start(
             meta.clone(),
             config.pod_id.clone(),

@@ -131,7 +131,8 @@ async fn open_catalog(config: &ServeConfig) -> Result<Catalog> {
     match &config.cluster {
         Some(cluster) => {
             let join = cluster.join.clone();
-            let store = tokio::task::spawn_blocking(move || EtcdStore::connect(&join))
+            let options = cluster.etcd.options()?;
+            let store = tokio::task::spawn_blocking(move || EtcdStore::connect(&join, options))
                 .await
                 .map_err(|e| ServerError::Internal(format!("catalog connect task: {e}")))??;
             Catalog::with_store(Box::new(store))

@@ -27,8 +27,10 @@ async fn two_pods_sharing_the_etcd_catalog_see_each_others_changes_and_lose_none
     let join = etcd.join.clone();
     let open = |join: String| {
         tokio::task::spawn_blocking(move || {
-            Catalog::with_store(Box::new(EtcdStore::connect(&join).expect("connect")))
-                .expect("catalog")
+            Catalog::with_store(Box::new(
+                EtcdStore::connect(&join, Default::default()).expect("connect"),
+            ))
+            .expect("catalog")
         })
     };
     let a = Arc::new(open(join.clone()).await.expect("pod a"));

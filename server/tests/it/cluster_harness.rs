@@ -19,8 +19,20 @@ pub struct Etcd {
 impl Etcd {
     /// Starts etcd with its data in `dir`; returns once it answers.
     pub async fn start(dir: &Path) -> Etcd {
+        Etcd::start_with(dir, "etcd", &[]).await
+    }
+
+    /// Starts etcd serving clients on `scheme` (`etcd`, or `etcds` with the TLS flags in
+    /// `extra`) with the `extra` flags; returns once its health endpoint (plain HTTP on a
+    /// port of its own, so a TLS etcd needs no client certificate for it) answers.
+    pub async fn start_with(dir: &Path, scheme: &str, extra: &[&str]) -> Etcd {
         let client = free_port();
         let peer = free_port();
+        let metrics = free_port();
+        let client_url = match scheme {
+            "etcds" => format!("https://127.0.0.1:{client}"),
+            _ => format!("http://127.0.0.1:{client}"),
+        };
         std::fs::create_dir_all(dir).expect("etcd dir");
         let log = dir.join("etcd.log");
         let file = std::fs::File::create(&log).expect("etcd log");
@@ -30,15 +42,18 @@ impl Etcd {
             .arg("--data-dir")
             .arg(dir.join("data"))
             .arg("--listen-client-urls")
-            .arg(format!("http://127.0.0.1:{client}"))
+            .arg(&client_url)
             .arg("--advertise-client-urls")
-            .arg(format!("http://127.0.0.1:{client}"))
+            .arg(&client_url)
+            .arg("--listen-metrics-urls")
+            .arg(format!("http://127.0.0.1:{metrics}"))
             .arg("--listen-peer-urls")
             .arg(format!("http://127.0.0.1:{peer}"))
             .arg("--initial-advertise-peer-urls")
             .arg(format!("http://127.0.0.1:{peer}"))
             .arg("--initial-cluster")
             .arg(format!("it=http://127.0.0.1:{peer}"))
+            .args(extra)
             .stdout(file.try_clone().expect("log"))
             .stderr(file)
             .stdin(Stdio::null())
@@ -46,9 +61,9 @@ impl Etcd {
             .expect("start etcd (Debian package etcd-server; scripts/test.sh installs it)");
         let mut etcd = Etcd {
             child,
-            join: format!("etcd://127.0.0.1:{client}"),
+            join: format!("{scheme}://127.0.0.1:{client}"),
         };
-        let health = format!("http://127.0.0.1:{client}/health");
+        let health = format!("http://127.0.0.1:{metrics}/health");
         wait_http_ok(
             &health,
             "etcd",
@@ -78,6 +93,11 @@ pub struct Router {
 impl Router {
     /// Starts a router joined to `join`; returns once a request through it reaches a pod.
     pub async fn start(dir: &Path, join: &str) -> Router {
+        Router::start_with(dir, join, &[]).await
+    }
+
+    /// [`Router::start`] with extra `sluice router` flags (etcd TLS and credentials).
+    pub async fn start_with(dir: &Path, join: &str, extra: &[&str]) -> Router {
         let port = free_port();
         std::fs::create_dir_all(dir).expect("router dir");
         let log = dir.join("router.log");
@@ -85,6 +105,7 @@ impl Router {
         let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
             .args(["router", "--listen", &format!("127.0.0.1:{port}")])
             .args(["--join", join])
+            .args(extra)
             .env("RUST_LOG", "info")
             .stdout(file.try_clone().expect("log"))
             .stderr(file)
@@ -134,16 +155,27 @@ impl Drop for Router {
 
 /// `sluice cluster status --json`, parsed.
 pub fn cluster_status(join: &str) -> Vec<serde_json::Value> {
-    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["cluster", "status", "--json", "--join", join])
-        .output()
-        .expect("run sluice cluster status");
+    let out = cluster_status_with(join, &[], &[]);
     assert!(
         out.status.success(),
         "cluster status failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice::<Vec<serde_json::Value>>(&out.stdout).expect("status json")
+}
+
+/// Runs `sluice cluster status --json --join JOIN` with extra flags and environment.
+pub fn cluster_status_with(
+    join: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["cluster", "status", "--json", "--join", join])
+        .args(extra)
+        .envs(env.iter().copied())
+        .output()
+        .expect("run sluice cluster status")
 }
 
 /// Polls `cluster status` until `pred` holds on the pod list (or panics after `timeout`).

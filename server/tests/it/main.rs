@@ -15,6 +15,7 @@ mod cluster_up;
 mod crash_torture;
 mod disk_full;
 mod doctor;
+mod etcd_secure;
 mod exactly_once;
 mod file_modes;
 mod harness;
