@@ -88,11 +88,65 @@ def test_each_sluice_pod_has_its_own_wal_volume_and_drains_before_it_stops():
 
 def test_the_router_and_the_pods_join_the_same_etcd():
     config = by_kind("ConfigMap", "sluice")["data"]
-    assert config["SLUICE_JOIN"].startswith("etcd://etcd-0.etcd:")
+    assert config["SLUICE_JOIN"].startswith("etcds://etcd-0.etcd:")
     for kind, name in [("StatefulSet", "sluice"), ("Deployment", "sluice-router")]:
         container = by_kind(kind, name)["spec"]["template"]["spec"]["containers"][0]
         assert {"configMapRef": {"name": "sluice"}} in container["envFrom"]
     assert by_kind("Deployment", "sluice-router")["spec"]["template"]["spec"]["containers"][0]["args"][0] == "router"
+
+
+def secret_mounts(pod_spec, container):
+    """mount path -> (secret name, the keys mounted) of a container's Secret volumes."""
+    volumes = {v["name"]: v["secret"] for v in pod_spec.get("volumes", []) if "secret" in v}
+    return {
+        m["mountPath"]: (volumes[m["name"]]["secretName"],
+                         {i["key"] for i in volumes[m["name"]].get("items", [])})
+        for m in container.get("volumeMounts", []) if m["name"] in volumes
+    }
+
+
+def server_env_names():
+    """Every `env = "..."` a clap flag of the server reads."""
+    sources = "".join(p.read_text() for p in (ROOT / "server" / "src").rglob("*.rs"))
+    return set(re.findall(r'env = "([A-Z_]+)"', sources))
+
+
+def test_pods_router_and_drain_reach_etcd_over_tls_with_a_client_certificate_and_a_password():
+    config = by_kind("ConfigMap", "sluice")["data"]
+    names = server_env_names()
+    for var in ["SLUICE_ETCD_CA", "SLUICE_ETCD_CERT", "SLUICE_ETCD_KEY",
+                "SLUICE_ETCD_USER", "SLUICE_ETCD_PASSWORD"]:
+        assert var in names, f"no flag of sluice reads {var}"
+    etcd_secret = by_kind("Secret", "sluice-etcd")["stringData"]
+    assert set(etcd_secret) == {"SLUICE_ETCD_USER", "SLUICE_ETCD_PASSWORD"}
+    for kind, name in [("StatefulSet", "sluice"), ("Deployment", "sluice-router")]:
+        pod = by_kind(kind, name)["spec"]["template"]["spec"]
+        container = pod["containers"][0]
+        assert {"secretRef": {"name": "sluice-etcd"}} in container["envFrom"]
+        assert {"secretRef": {"name": "etcd-root"}} not in container["envFrom"]
+        mounts = secret_mounts(pod, container)
+        for var, key in [("SLUICE_ETCD_CA", "ca.crt"), ("SLUICE_ETCD_CERT", "client.crt"),
+                         ("SLUICE_ETCD_KEY", "client.key")]:
+            directory, file = config[var].rsplit("/", 1)
+            assert file == key and mounts[directory] == ("etcd-tls", {"ca.crt", "client.crt", "client.key"}), (
+                f"{name}: {config[var]} is not mounted from Secret etcd-tls")
+    # etcd itself: TLS only, client certificates required, its server key mounted, the
+    # probe on the plain metrics port; the Job turns on user authentication.
+    etcd_pod = by_kind("StatefulSet", "etcd")["spec"]["template"]["spec"]
+    etcd = etcd_pod["containers"][0]
+    flags = dict(a.split("=", 1) if "=" in a else (a, "") for a in etcd["command"][1:])
+    assert flags["--listen-client-urls"].startswith("https://")
+    assert "--client-cert-auth" in flags
+    assert secret_mounts(etcd_pod, etcd)["/etc/etcd/tls"] == (
+        "etcd-tls", {"ca.crt", "server.crt", "server.key"})
+    for flag in ["--cert-file", "--key-file", "--trusted-ca-file"]:
+        assert flags[flag].startswith("/etc/etcd/tls/")
+    probe_port = etcd["readinessProbe"]["httpGet"]["port"]
+    assert flags["--listen-metrics-urls"].startswith("http://") and flags["--listen-metrics-urls"].endswith(f":{probe_port}")
+    job = by_kind("Job", "etcd-auth")["spec"]["template"]["spec"]["containers"][0]
+    script = job["command"][-1]
+    assert "auth enable" in script and "readwrite /sluice/" in script
+    assert {"secretRef": {"name": "etcd-root"}} in job["envFrom"]
 
 
 def test_the_autoscaler_uses_cpu_and_the_load_score_the_pods_export():
