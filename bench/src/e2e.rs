@@ -18,7 +18,7 @@ use prost_types::{DescriptorProto, FieldDescriptorProto};
 /// Admin principal of benchmark servers.
 pub const CLIENT_ID: &str = "bench-admin";
 /// Its secret.
-pub const CLIENT_SECRET: &str = "bench-admin-secret-0123456789";
+pub const CLIENT_SECRET: &str = "bench-admin-secret-0123456789abcdef";
 /// Stream `s` uses ids `s * ID_STRIDE + offset`.
 pub const ID_STRIDE: i64 = 1_000_000_000;
 /// Size the records are padded to.

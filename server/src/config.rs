@@ -180,15 +180,35 @@ impl ServeConfig {
         }
         self.limits.sanitize(self.max_message_bytes)?;
         if let Some((id, secret)) = &self.bootstrap_principal {
-            if id.is_empty() || secret.len() < 8 {
-                return Err(ServerError::Config(
-                    "bootstrap principal needs a non-empty id and a secret of >= 8 characters"
-                        .into(),
-                ));
-            }
+            check_bootstrap_principal(id, secret)?;
         }
         Ok(())
     }
+}
+
+/// The fewest characters a user-chosen bootstrap secret may have. Client secrets are
+/// stored as salted SHA-256 (fast to compute), so a short secret taken from a copy of the
+/// catalog could be guessed offline; 32 random characters cannot.
+pub const MIN_BOOTSTRAP_SECRET_CHARS: usize = 32;
+
+/// Refuses a bootstrap principal with an empty id or a secret shorter than
+/// [`MIN_BOOTSTRAP_SECRET_CHARS`] (the message never shows the secret).
+pub fn check_bootstrap_principal(id: &str, secret: &str) -> Result<()> {
+    if id.is_empty() {
+        return Err(ServerError::Config(
+            "the bootstrap principal needs a non-empty id".into(),
+        ));
+    }
+    let chars = secret.chars().count();
+    if chars < MIN_BOOTSTRAP_SECRET_CHARS {
+        return Err(ServerError::Config(format!(
+            "the bootstrap secret of {id} (--bootstrap-principal or \
+             SLUICE_BOOTSTRAP_CLIENT_SECRET) has {chars} characters; at least \
+             {MIN_BOOTSTRAP_SECRET_CHARS} are required (make one with \
+             `head -c 24 /dev/urandom | base64`), or leave it out and one is generated"
+        )));
+    }
+    Ok(())
 }
 
 /// Parses `ID:SECRET`.
@@ -209,5 +229,36 @@ pub fn parse_auth(text: &str) -> std::result::Result<AuthMode, String> {
         other => Err(format!(
             "unknown auth mode `{other}` (expected oauth or none)"
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bootstrap_secret_needs_32_characters_and_the_refusal_hides_it() {
+        let short = "x".repeat(MIN_BOOTSTRAP_SECRET_CHARS - 1);
+        let message = check_bootstrap_principal("ops", &short)
+            .expect_err("31 characters are refused")
+            .to_string();
+        assert!(
+            message.contains("has 31 characters; at least 32"),
+            "{message}"
+        );
+        assert!(!message.contains(&short), "{message}");
+        assert!(check_bootstrap_principal("ops", &"x".repeat(32)).is_ok());
+        // Characters, not bytes: 31 two-byte characters are still too few.
+        assert!(check_bootstrap_principal("ops", &"é".repeat(31)).is_err());
+        assert!(check_bootstrap_principal("", &"x".repeat(40)).is_err());
+    }
+
+    #[test]
+    fn validate_checks_the_bootstrap_principal() {
+        let mut config = ServeConfig::new("d");
+        config.bootstrap_principal = Some(("ops".into(), "ops-secret-1".into()));
+        assert!(config.sanitize().is_err());
+        config.bootstrap_principal = Some(("ops".into(), "o".repeat(32)));
+        assert!(config.sanitize().is_ok());
     }
 }

@@ -16,7 +16,7 @@ import base64
 import pytest
 
 CLIENT_ID = "py-admin"
-CLIENT_SECRET = "py-admin-secret-0123456789"
+CLIENT_SECRET = "py-admin-secret-0123456789abcdefghij"
 
 
 def free_port():

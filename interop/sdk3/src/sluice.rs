@@ -12,7 +12,7 @@ use crate::HarnessError;
 /// The admin principal's client id (created on first start by `--bootstrap-principal`).
 pub const CLIENT_ID: &str = "interop-admin";
 /// The admin principal's client secret.
-pub const CLIENT_SECRET: &str = "interop-admin-secret-0123456789";
+pub const CLIENT_SECRET: &str = "interop-admin-secret-0123456789abcdef";
 
 /// How long `sluice serve` gets to answer `/healthz`.
 const START_TIMEOUT: Duration = Duration::from_secs(60);

@@ -8,8 +8,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use sluice_server::auth::bootstrap::{read_admin_credentials, ADMIN_CREDENTIALS_FILE};
 use sluice_server::auth::kek::GENERATED_KEK_FILE;
-use sluice_server::auth::Kek;
+use sluice_server::auth::{generate_secret, Kek};
+use sluice_server::data_dir::write_private;
 use sluice_server::{Result, ServerError};
 
 /// Arguments of `sluice cluster up`.
@@ -30,9 +32,10 @@ pub struct UpArgs {
     /// Address of the router (the producers' endpoint).
     #[arg(long, default_value = "127.0.0.1:50050")]
     pub router_listen: std::net::SocketAddr,
-    /// ID:SECRET of the cluster's first admin.
-    #[arg(long, default_value = "sluice-admin:sluice-admin-secret")]
-    pub bootstrap_principal: String,
+    /// ID:SECRET of the cluster's first admin (a secret of at least 32 characters).
+    /// Default: `sluice-admin` with a generated secret, printed at start.
+    #[arg(long)]
+    pub bootstrap_principal: Option<String>,
 }
 
 struct Children(Vec<(String, Child)>);
@@ -75,6 +78,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     if !kek_file.exists() {
         Kek::generate()?.write_to(&kek_file)?;
     }
+    let principal = match &args.bootstrap_principal {
+        Some(given) => given.clone(),
+        None => cluster_admin(dir)?,
+    };
     let mut children = Children(Vec::new());
     let etcd = spawn(
         "etcd",
@@ -114,7 +121,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
                 .arg("--warehouse")
                 .arg(dir.join("warehouse"))
                 .arg("--bootstrap-principal")
-                .arg(&args.bootstrap_principal)
+                .arg(&principal)
                 .arg("--secrets-key-file")
                 .arg(&kek_file),
             &dir.join(format!("logs/pod-{i}.log")),
@@ -132,10 +139,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         &dir.join("logs/router.log"),
     )?;
     children.0.push(("router".into(), router));
-    let (id, secret) = args
-        .bootstrap_principal
-        .split_once(':')
-        .unwrap_or(("sluice-admin", ""));
+    let (id, secret) = principal.split_once(':').unwrap_or(("sluice-admin", ""));
     println!(
         "cluster up: {} pods, router on http://{}, meta store {join}\n  export SLUICE_SERVER=http://{} SLUICE_JOIN={join} SLUICE_CLIENT_ID={id} SLUICE_CLIENT_SECRET={secret}\n  logs in {}; Ctrl-C stops everything",
         args.pods,
@@ -174,4 +178,18 @@ async fn wait_for_etcd(join: &str) -> Result<()> {
     Err(ServerError::Unavailable(format!(
         "etcd at {join} did not come up"
     )))
+}
+
+/// `ID:SECRET` of the cluster's first admin: the one in `<dir>/admin-credentials`, else
+/// `sluice-admin` with a generated secret, kept there (0600) for the next `cluster up`.
+fn cluster_admin(dir: &Path) -> Result<String> {
+    if let Some((id, secret)) = read_admin_credentials(dir) {
+        return Ok(format!("{id}:{secret}"));
+    }
+    let secret = generate_secret();
+    write_private(
+        &dir.join(ADMIN_CREDENTIALS_FILE),
+        format!("SLUICE_CLIENT_ID=sluice-admin\nSLUICE_CLIENT_SECRET={secret}\n").as_bytes(),
+    )?;
+    Ok(format!("sluice-admin:{secret}"))
 }

@@ -10,7 +10,7 @@ use arrow_array::RecordBatch;
 use databricks_zerobus_ingest_sdk::{AckCallback, ZerobusError, ZerobusSdk, ZerobusStream};
 
 pub const CLIENT_ID: &str = "it-admin";
-pub const CLIENT_SECRET: &str = "it-admin-secret-0123456789";
+pub const CLIENT_SECRET: &str = "it-admin-secret-0123456789abcdefghij";
 /// The key-encryption key given to cluster pods (`SLUICE_SECRETS_KEY`): 32 bytes of 0x2a.
 pub const CLUSTER_KEK: &str = "KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio=";
 

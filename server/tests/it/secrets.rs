@@ -235,3 +235,22 @@ async fn a_plaintext_catalog_is_encrypted_at_start_and_rotate_kek_re_encrypts_it
     assert!(fresh.status().is_success());
     server.terminate();
 }
+
+#[test]
+fn a_bootstrap_secret_shorter_than_32_characters_is_refused_at_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let short = "only-31-characters-long-secret!";
+    assert_eq!(short.len(), 31);
+    let out = serve_fails(
+        dir.path(),
+        &["--bootstrap-principal", &format!("ops:{short}")],
+    );
+    assert!(
+        out.contains("has 31 characters; at least 32 are required"),
+        "{out}"
+    );
+    assert!(
+        !out.contains(short),
+        "the refusal does not echo the secret: {out}"
+    );
+}
