@@ -112,12 +112,15 @@ impl Meta {
             .await
     }
 
-    /// Asks pod `id` to drain; fails if no such pod is registered.
-    pub async fn request_drain(&self, id: &str) -> Result<()> {
+    /// Asks pod `id` to drain on behalf of `requested_by` (who the pod's audit trail names);
+    /// fails if no such pod is registered.
+    pub async fn request_drain(&self, id: &str, requested_by: &str) -> Result<()> {
         if !self.pods().await?.iter().any(|p| p.id == id) {
             return Err(RouterError::UnknownPod(id.to_string()));
         }
-        self.client.put(format!("{DRAIN_PREFIX}{id}"), "", 0).await
+        self.client
+            .put(format!("{DRAIN_PREFIX}{id}"), requested_by, 0)
+            .await
     }
 
     /// Forgets an earlier drain request for `id` (a pod does this when it starts).
@@ -125,18 +128,25 @@ impl Meta {
         self.client.delete(format!("{DRAIN_PREFIX}{id}")).await
     }
 
-    /// Resolves when a drain of `id` is requested (at once if it already is).
-    pub async fn drain_requested(&self, id: &str) -> Result<()> {
+    /// Resolves when a drain of `id` is requested (at once if it already is), with who
+    /// requested it (empty if the request did not say).
+    pub async fn drain_requested(&self, id: &str) -> Result<String> {
         let key = format!("{DRAIN_PREFIX}{id}");
         let resp = self.client.get(key.as_str()).await?;
-        if !resp.kvs.is_empty() {
-            return Ok(());
+        if let Some(kv) = resp.kvs.first() {
+            return Ok(String::from_utf8_lossy(&kv.value).into_owned());
         }
         let start = resp.header.map(|h| h.revision + 1).unwrap_or(0);
         let mut stream = self.client.watch(&key, start).await?;
         while let Some(msg) = stream.message().await? {
-            if msg.events.iter().any(|e| e.r#type() == EventType::Put) {
-                return Ok(());
+            let put = msg.events.iter().find(|e| e.r#type() == EventType::Put);
+            if let Some(event) = put {
+                let by = event
+                    .kv
+                    .as_ref()
+                    .map(|kv| kv.value.as_slice())
+                    .unwrap_or_default();
+                return Ok(String::from_utf8_lossy(by).into_owned());
             }
         }
         Err(RouterError::Watch {

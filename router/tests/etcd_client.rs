@@ -137,7 +137,7 @@ async fn a_watch_reports_each_change_and_a_drain_request_wakes_its_waiter() {
 
     // A drain of an unknown pod is refused; of a registered one it reaches the waiter.
     assert!(matches!(
-        meta.request_drain("p1").await,
+        meta.request_drain("p1", "ops@host").await,
         Err(RouterError::UnknownPod(_))
     ));
     let lease = meta.client().lease_grant(5).await.expect("grant");
@@ -149,11 +149,11 @@ async fn a_watch_reports_each_change_and_a_drain_request_wakes_its_waiter() {
         reported_at_ms: 0,
     };
     meta.put_pod(&record, lease).await.expect("put pod");
-    meta.request_drain("p1").await.expect("drain");
+    meta.request_drain("p1", "ops@host").await.expect("drain");
     let woke = tokio::time::timeout(Duration::from_secs(5), drained)
         .await
         .expect("woke");
-    woke.expect("task").expect("drain seen");
+    assert_eq!(woke.expect("task").expect("drain seen"), "ops@host");
 }
 
 #[tokio::test]

@@ -102,6 +102,9 @@ pub struct ServeConfig {
     /// `SLUICE_SECRETS_KEY`). Default: none (single node: `<data-dir>/secrets.key`,
     /// generated on the first start; a cluster pod refuses to start).
     pub secrets_key: Option<KekSource>,
+    /// The Delta table control-plane changes are appended to (`--audit-table
+    /// CATALOG.SCHEMA.TABLE`), created on first use. Default: none (log lines only).
+    pub audit_table: Option<String>,
 }
 
 /// How a pod takes part in a cluster (`sluice serve --join etcd://…`).
@@ -140,6 +143,7 @@ impl ServeConfig {
             token_ttl: Duration::from_secs(3600),
             max_message_bytes: 10 << 20,
             tls: None,
+            audit_table: None,
             limits: crate::limits::Limits::default(),
             wal_fsync: true,
             wal_segment_bytes: 64 << 20,

@@ -9,6 +9,7 @@
 //! Parquet files plus a `txn (wal id, lsn)` action to Delta. At start-up,
 //! `journal::replay` replays what the Delta log does not cover yet.
 
+pub mod audit;
 pub mod auth;
 pub mod catalog;
 pub mod cluster;

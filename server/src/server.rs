@@ -8,6 +8,7 @@ use std::sync::Arc;
 use sluice_proto::zerobus_server::ZerobusServer;
 use tokio::net::TcpListener;
 
+use crate::audit::{Action, AuditEvent};
 use crate::cluster::load::LoadReporter;
 use crate::cluster::Membership;
 use crate::config::ServeConfig;
@@ -49,6 +50,11 @@ pub async fn run(
         }
         None => None,
     };
+    if let Err(e) =
+        crate::audit::pending::deliver(&pod, membership.as_deref().map(Membership::meta)).await
+    {
+        tracing::warn!("appending parked audit events failed (they stay parked): {e}");
+    }
     let stopping = pod.clone();
     let member = membership.clone();
     let graceful = async move {
@@ -56,7 +62,18 @@ pub async fn run(
             Some(m) => {
                 tokio::select! {
                     _ = shutdown => {}
-                    _ = m.drain_requested() => tracing::info!("drain requested"),
+                    by = m.drain_requested() => {
+                        tracing::info!("drain requested");
+                        let who = if by.is_empty() { "unknown".to_string() } else { by };
+                        let event = AuditEvent::now(
+                            who,
+                            Action::PodDrain,
+                            stopping.pod_id(),
+                            stopping.pod_id(),
+                            String::new(),
+                        );
+                        crate::audit::record_event(&stopping, &event).await;
+                    }
                 }
                 m.drain(
                     &stopping.streams,

@@ -2,9 +2,8 @@
 //! which every later call carries as its `token` metadata (an interceptor on the KV, Watch
 //! and Lease clients adds it). etcd's tokens expire (`--auth-token-ttl`) and are invalidated
 //! when etcd restarts or its auth store changes; a call refused for its token
-//! authenticates again and is retried once ([`EtcdClient::call`]).
+//! authenticates again and is retried once (`super::call`).
 
-use std::future::Future;
 use std::sync::{Arc, RwLock};
 
 use sluice_proto::etcd::etcdserverpb::auth_client::AuthClient;
@@ -14,7 +13,6 @@ use tonic::service::Interceptor;
 use tonic::transport::Channel;
 use tonic::{Code, Request, Status};
 
-use super::client::EtcdClient;
 use super::options::Credentials;
 use crate::error::{Result, RouterError};
 
@@ -58,7 +56,7 @@ impl Authenticator {
         }
     }
 
-    fn has_token(&self) -> bool {
+    pub(super) fn has_token(&self) -> bool {
         self.token
             .token
             .read()
@@ -68,7 +66,7 @@ impl Authenticator {
 
     /// Authenticates unless another task did since `seen` (the generation the caller's
     /// failed call used); returns the current generation.
-    async fn authenticate(&self, seen: u64) -> Result<u64> {
+    pub(super) async fn authenticate(&self, seen: u64) -> Result<u64> {
         let mut generation = self.lock.lock().await;
         if *generation != seen && self.has_token() {
             return Ok(*generation);
@@ -98,7 +96,7 @@ impl Authenticator {
         Ok(*generation)
     }
 
-    async fn generation(&self) -> u64 {
+    pub(super) async fn generation(&self) -> u64 {
         *self.lock.lock().await
     }
 }
@@ -109,53 +107,6 @@ pub(super) fn token_refused(status: &Status) -> bool {
     let message = status.message();
     (status.code() == Code::Unauthenticated && message.contains("invalid auth token"))
         || message.contains("revision of auth store is old")
-}
-
-impl EtcdClient {
-    /// Runs `attempt` with the current token (authenticating first if there is none yet);
-    /// if etcd refuses the token, authenticates again and runs it once more.
-    pub(super) async fn call<T, F, Fut>(&self, call: &'static str, mut attempt: F) -> Result<T>
-    where
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, Status>>,
-    {
-        let Some(auth) = &self.auth else {
-            return attempt().await.map_err(self.failed(call));
-        };
-        let mut seen = auth.generation().await;
-        if !auth.has_token() {
-            seen = auth.authenticate(seen).await?;
-        }
-        match attempt().await {
-            Err(status) if token_refused(&status) => {
-                auth.authenticate(seen).await?;
-                attempt().await.map_err(self.failed(call))
-            }
-            other => other.map_err(self.failed(call)),
-        }
-    }
-
-    /// Authenticates if credentials are set and there is no token yet.
-    pub(super) async fn ensure_authenticated(&self) -> Result<()> {
-        if let Some(auth) = &self.auth {
-            if !auth.has_token() {
-                let seen = auth.generation().await;
-                auth.authenticate(seen).await?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Authenticates again after etcd refused a stream for its token (a watch it canceled
-    /// with "permission denied"); false without credentials.
-    pub(super) async fn reauthenticate(&self) -> Result<bool> {
-        let Some(auth) = &self.auth else {
-            return Ok(false);
-        };
-        let seen = auth.generation().await;
-        auth.authenticate(seen).await?;
-        Ok(true)
-    }
 }
 
 #[cfg(test)]

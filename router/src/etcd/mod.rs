@@ -6,6 +6,7 @@
 //!   TLS for `https` endpoints);
 //! - [`options`]: TLS material and credentials of a secured etcd;
 //! - [`auth`]: etcd authentication (a token on every call, renewed when refused);
+//! - [`call`]: each call with the token, retried once after a refused one;
 //! - [`kv`]: range, put, delete and transactions with compares;
 //! - [`watch`]: a watch on one key (a bidirectional stream);
 //! - [`lease`]: grant, revoke and keep-alive.
@@ -13,6 +14,7 @@
 //! Each call is a method of [`EtcdClient`]; the `impl` blocks live beside their concern.
 
 pub mod auth;
+pub mod call;
 pub mod client;
 pub mod kv;
 pub mod lease;

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Subcommand;
 use reqwest::Method;
+use sluice_server::audit::{pending, Action, AuditEvent};
 use sluice_server::auth::kek::{pod_kek, GENERATED_KEK_FILE};
 use sluice_server::auth::{reseal, Kek};
 use sluice_server::catalog::{Catalog, EtcdStore};
@@ -56,6 +57,7 @@ pub async fn run(conn: ConnArgs, command: KeysCommand) -> anyhow::Result<()> {
 }
 
 async fn rotate_kek(data_dir: PathBuf, args: RotateKekArgs) -> anyhow::Result<()> {
+    super::init_tracing();
     let new = Kek::from_file(&args.new_key_file)?;
     let source = super::serve::kek_source(args.secrets_key_file);
     let (catalog, _lock) = match &args.join {
@@ -78,6 +80,24 @@ async fn rotate_kek(data_dir: PathBuf, args: RotateKekArgs) -> anyhow::Result<()
         anyhow::bail!("the new key-encryption key is the current one");
     }
     let count = catalog.change_signing_keys(|key| reseal(&old, &new, key))?;
+    let event = AuditEvent::now(
+        super::operator(args.etcd.etcd_user.as_deref()),
+        Action::KeysRotateKek,
+        new.id(),
+        "cli",
+        format!(
+            "{count} signing keys re-encrypted from key-encryption key {}",
+            old.id()
+        ),
+    );
+    event.log();
+    match &args.join {
+        Some(join) => {
+            let meta = super::cluster::connect_meta(join, &args.etcd).await?;
+            pending::park_in_etcd(&meta, &event).await?;
+        }
+        None => pending::park_in_dir(&data_dir, &event)?,
+    }
     println!(
         "re-encrypted {count} signing keys from key-encryption key {} to {}",
         old.id(),

@@ -98,6 +98,20 @@ impl Command {
     }
 }
 
+/// Who runs this command, as the audit trail names an operator acting without a token:
+/// `$USER@host` (and the etcd user, when there is one).
+fn operator(etcd_user: Option<&str>) -> String {
+    let user = std::env::var("USER")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| "unknown".to_string());
+    let me = format!("{user}@{}", serve::host_name());
+    match etcd_user {
+        Some(etcd) => format!("{me} (etcd user {etcd})"),
+        None => me,
+    }
+}
+
 /// Logs to stderr, filtered by `RUST_LOG` (default `info`); colours only on a
 /// terminal, so a log file or a collector gets plain text.
 fn init_tracing() {

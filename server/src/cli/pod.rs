@@ -60,7 +60,8 @@ pub async fn drain(
     wait: Option<Duration>,
 ) -> Result<bool> {
     let meta = connect_meta(join, etcd).await?;
-    meta.request_drain(id).await.map_err(meta_error)?;
+    let by = super::operator(etcd.etcd_user.as_deref());
+    meta.request_drain(id, &by).await.map_err(meta_error)?;
     let Some(timeout) = wait else {
         return Ok(false);
     };

@@ -92,6 +92,10 @@ pub struct ServeArgs {
     /// URL routers use to reach this pod. Default: http://LISTEN (host name if LISTEN is 0.0.0.0).
     #[arg(long, requires = "join")]
     advertise: Option<String>,
+    /// Append every control-plane change to this Delta table (CATALOG.SCHEMA.TABLE, e.g.
+    /// main.sluice.audit; created on first use). Without it, changes are only logged.
+    #[arg(long, env = "SLUICE_AUDIT_TABLE", value_parser = parse_table_name)]
+    audit_table: Option<String>,
     /// When draining, how long producers get to move their streams away.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     drain_grace: Duration,
@@ -141,6 +145,7 @@ impl From<ServeArgs> for ServeConfig {
                 _ => None,
             },
             secrets_key: kek_source(args.secrets_key_file),
+            audit_table: args.audit_table,
             ..ServeConfig::new(args.data_dir)
         }
     }
@@ -156,6 +161,13 @@ pub(super) fn kek_source(file: Option<PathBuf>) -> Option<KekSource> {
     })
 }
 
+/// A `catalog.schema.table` name, lower-cased.
+fn parse_table_name(text: &str) -> Result<String, String> {
+    let (catalog, schema, table) =
+        sluice_server::tables::split_name(text).map_err(|e| e.to_string())?;
+    Ok(format!("{catalog}.{schema}.{table}"))
+}
+
 /// `SLUICE_BOOTSTRAP_CLIENT_ID` / `SLUICE_BOOTSTRAP_CLIENT_SECRET`, both non-empty.
 fn bootstrap_from_env() -> Option<(String, String)> {
     match (
@@ -167,7 +179,7 @@ fn bootstrap_from_env() -> Option<(String, String)> {
     }
 }
 
-fn host_name() -> String {
+pub(super) fn host_name() -> String {
     std::env::var("HOSTNAME")
         .ok()
         .filter(|h| !h.is_empty())
@@ -234,6 +246,7 @@ mod tests {
             "--tls-key=k.pem",
             "--join=etcd://127.0.0.1:2379",
             "--drain-grace=3s",
+            "--audit-table=Main.Sluice.Audit",
         ]);
         assert_eq!(c.data_dir, PathBuf::from("d"));
         assert_eq!(c.listen.port(), 7000);
@@ -249,6 +262,7 @@ mod tests {
         assert!(cluster.pod_id.ends_with("-7000"));
         assert_eq!(cluster.advertise, "http://127.0.0.1:7000");
         assert_eq!(cluster.drain_grace, Duration::from_secs(3));
+        assert_eq!(c.audit_table.as_deref(), Some("main.sluice.audit"));
         assert!(c.wal_fsync, "no flag turns fsync off");
         assert_eq!(c.flush_interval, Duration::from_secs(1));
     }

@@ -61,12 +61,17 @@ impl Membership {
         })
     }
 
-    /// Resolves when someone asks this pod to drain (`sluice pod drain`). If the meta store
-    /// cannot be watched, retries; it never resolves on an error alone.
-    pub async fn drain_requested(&self) {
+    /// The meta store connection (parked audit events live there too).
+    pub fn meta(&self) -> &Meta {
+        &self.meta
+    }
+
+    /// Resolves when someone asks this pod to drain (`sluice pod drain`), with who asked.
+    /// If the meta store cannot be watched, retries; it never resolves on an error alone.
+    pub async fn drain_requested(&self) -> String {
         loop {
             match self.meta.drain_requested(&self.id).await {
-                Ok(()) => return,
+                Ok(by) => return by,
                 Err(e) => {
                     tracing::warn!("watching for a drain request failed: {e}; retrying");
                     tokio::time::sleep(Duration::from_secs(1)).await;

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use super::principals::require_admin;
 use super::uc::error_response;
+use crate::audit::{self, Action};
 use crate::auth::Caller;
 use crate::catalog::{Grant, Privilege};
 use crate::error::{Result, ServerError};
@@ -117,7 +118,8 @@ pub async fn update(
     Path(full_name): Path<String>,
     Json(body): Json<PermissionsUpdate>,
 ) -> Response {
-    respond((|| {
+    let mut done = Vec::new();
+    let updated = (|| {
         require_admin(&caller)?;
         let table = table_name(&pod, &full_name)?;
         for change in &body.changes {
@@ -131,12 +133,20 @@ pub async fn update(
             for p in &change.add {
                 pod.catalog.grant(grant(p)?)?;
                 tracing::info!(principal = %change.principal, %table, privilege = %p, "granted");
+                done.push((Action::Grant, table.clone(), change.principal.clone(), p));
             }
             for p in &change.remove {
                 pod.catalog.revoke(&grant(p)?)?;
                 tracing::info!(principal = %change.principal, %table, privilege = %p, "revoked");
+                done.push((Action::Revoke, table.clone(), change.principal.clone(), p));
             }
         }
         assignments(&pod, &table)
-    })())
+    })();
+    // Each change that was made is audited, even when a later one of the request failed.
+    for (action, table, principal, privilege) in done {
+        let detail = format!("{} to {principal}", privilege.to_ascii_uppercase());
+        audit::record(&pod, &caller, action, &table, detail).await;
+    }
+    respond(updated)
 }

@@ -17,6 +17,7 @@ use axum::Json;
 use serde::{Deserialize, Serialize};
 
 use super::uc::error_response;
+use crate::audit::{self, Action};
 use crate::auth::{generate_secret, hash_secret, Caller};
 use crate::catalog::PrincipalEntry;
 use crate::error::{Result, ServerError};
@@ -114,7 +115,7 @@ pub async fn create(
     Extension(caller): Extension<Caller>,
     Json(body): Json<CreatePrincipal>,
 ) -> Response {
-    respond((|| {
+    let created = (|| {
         require_admin(&caller)?;
         check_name(&body.name)?;
         let secret = generate_secret();
@@ -128,10 +129,22 @@ pub async fn create(
         })?;
         tracing::info!(client_id = %body.name, admin = body.admin, "principal created");
         Ok(CreatedPrincipal {
-            client_id: body.name,
+            client_id: body.name.clone(),
             client_secret: secret,
         })
-    })())
+    })();
+    if created.is_ok() {
+        let detail = if body.admin { "admin" } else { "" };
+        audit::record(
+            &pod,
+            &caller,
+            Action::PrincipalCreate,
+            &body.name,
+            detail.into(),
+        )
+        .await;
+    }
+    respond(created)
 }
 
 /// DELETE: remove a principal and its grants.
@@ -140,12 +153,16 @@ pub async fn delete(
     Extension(caller): Extension<Caller>,
     Path(client_id): Path<String>,
 ) -> Response {
-    respond((|| {
+    let deleted = (|| {
         require_admin(&caller)?;
         let p = pod.catalog.delete_principal(&client_id)?;
         tracing::info!(client_id = %p.client_id, "principal deleted");
-        Ok(serde_json::json!({}))
-    })())
+        Ok(p.client_id)
+    })();
+    if let Ok(id) = &deleted {
+        audit::record(&pod, &caller, Action::PrincipalDelete, id, String::new()).await;
+    }
+    respond(deleted.map(|_| serde_json::json!({})))
 }
 
 /// POST: add a new signing key; older keys keep verifying.
@@ -153,10 +170,14 @@ pub async fn rotate_keys(
     State(pod): State<Arc<Pod>>,
     Extension(caller): Extension<Caller>,
 ) -> Response {
-    respond((|| {
+    let rotated = (|| {
         require_admin(&caller)?;
         let kid = pod.auth.rotate_keys()?;
         tracing::info!(%kid, "token signing key rotated");
-        Ok(serde_json::json!({ "kid": kid }))
-    })())
+        Ok(kid)
+    })();
+    if let Ok(kid) = &rotated {
+        audit::record(&pod, &caller, Action::KeysRotate, kid, String::new()).await;
+    }
+    respond(rotated.map(|kid| serde_json::json!({ "kid": kid })))
 }

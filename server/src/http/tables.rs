@@ -14,6 +14,7 @@ use axum::Json;
 use serde::Deserialize;
 
 use super::uc::{error_response, table_info, ColumnInfo};
+use crate::audit::{self, Action};
 use crate::auth::Caller;
 use crate::error::Result;
 use crate::pod::Pod;
@@ -84,8 +85,18 @@ pub async fn create(
     Extension(caller): Extension<Caller>,
     Json(body): Json<CreateTable>,
 ) -> Response {
-    let created =
-        async { table_info(&tables::create_table(&pod, &caller, body.into_new_table()).await?) };
+    let created = async {
+        let entry = tables::create_table(&pod, &caller, body.into_new_table()).await?;
+        audit::record(
+            &pod,
+            &caller,
+            Action::TableCreate,
+            &entry.full_name,
+            entry.storage_location.clone(),
+        )
+        .await;
+        table_info(&entry)
+    };
     respond(created.await)
 }
 
@@ -130,7 +141,12 @@ pub async fn delete(
     Extension(caller): Extension<Caller>,
     Path(full_name): Path<String>,
 ) -> Response {
-    let dropped = async { tables::drop_table(&pod, &caller, &full_name).await };
+    let dropped = async {
+        tables::drop_table(&pod, &caller, &full_name).await?;
+        let name = full_name.to_ascii_lowercase();
+        audit::record(&pod, &caller, Action::TableDrop, &name, String::new()).await;
+        Ok::<_, crate::error::ServerError>(())
+    };
     match dropped.await {
         Ok(()) => (StatusCode::OK, Json(serde_json::json!({}))).into_response(),
         Err(e) => error_response(&e),

@@ -12,6 +12,7 @@ use axum::Json;
 use serde::Deserialize;
 
 use super::uc::error_response;
+use crate::audit::{self, Action};
 use crate::auth::Caller;
 use crate::error::{Result, ServerError};
 use crate::pod::Pod;
@@ -51,6 +52,8 @@ pub async fn optimize(
             let sink = sink(&pod, &caller, &full_name)?;
             let report = sink.upkeep.optimize().await?;
             tracing::info!(table = %full_name, ?report, "optimize");
+            let detail = format!("{report:?}");
+            audit::record(&pod, &caller, Action::TableOptimize, sink.name(), detail).await;
             Ok(report)
         }
         .await,
@@ -71,6 +74,8 @@ pub async fn vacuum(
             let retention = request.retention_seconds.map(Duration::from_secs);
             let report = sink.upkeep.vacuum(retention).await?;
             tracing::info!(table = %full_name, ?report, "vacuum");
+            let detail = format!("{report:?}");
+            audit::record(&pod, &caller, Action::TableVacuum, sink.name(), detail).await;
             Ok(report)
         }
         .await,

@@ -2,7 +2,7 @@
 
 mod acks;
 mod inbound;
-mod open;
+pub(crate) mod open;
 mod persistent;
 mod persistent_open;
 mod request;
