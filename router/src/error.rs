@@ -95,10 +95,10 @@ fn describe(status: &tonic::Status) -> String {
 fn hint(described: &str) -> Option<&'static str> {
     if described.contains("user name is empty") {
         Some("etcd has authentication enabled: give --etcd-user and its password")
+    } else if described.contains("tls handshake eof") {
+        Some("etcd did not answer TLS: if it serves plain text, use an etcd:// URL")
     } else if described.contains("UnknownIssuer") {
         Some("etcd's certificate is not signed by the CA of --etcd-ca")
-    } else if described.contains("CertificateRequired") || described.contains("BadCertificate") {
-        Some("etcd wants a client certificate it trusts: --etcd-cert and --etcd-key")
     } else {
         None
     }

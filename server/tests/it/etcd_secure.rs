@@ -189,6 +189,10 @@ async fn etcd_over_tls_with_client_certificates_needs_the_ca_and_a_client_certif
     let stranger: Vec<&str> = stranger.iter().map(String::as_str).collect();
     let untrusted = stderr_of(&cluster_status_with(&join, &stranger, &[]));
     assert!(untrusted.contains("UnknownIssuer"), "{untrusted}");
+    assert!(
+        untrusted.contains("not signed by the CA of --etcd-ca"),
+        "{untrusted}"
+    );
     // TLS material with a plain-text URL is refused, not ignored.
     let plain = join.replacen("etcds://", "etcd://", 1);
     let refused = stderr_of(&cluster_status_with(&plain, &good, &[]));
