@@ -64,31 +64,38 @@ fn path(p: &Path) -> &str {
 
 /// `sluice serve --join` that must fail: returns its log once it exited.
 fn failed_pod_log(dir: &Path, join: &str, extra: &[&str]) -> String {
-    std::fs::create_dir_all(dir).expect("pod dir");
-    let log = dir.join("server.log");
+    let data = path(dir).to_string();
+    let mut args = vec!["serve", "--data-dir", &data, "--listen", "127.0.0.1:0"];
+    args.extend_from_slice(&["--join", join]);
+    args.extend_from_slice(extra);
+    failed_log(dir, &args)
+}
+
+/// A `sluice` command that must fail (a pod or a router, which would otherwise serve):
+/// returns its output once it exited.
+fn failed_log(dir: &Path, args: &[&str]) -> String {
+    std::fs::create_dir_all(dir).expect("log dir");
+    let log = dir.join("failed.log");
     let file = std::fs::File::create(&log).expect("log");
     let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["serve", "--data-dir"])
-        .arg(dir)
-        .args(["--listen", "127.0.0.1:0", "--join", join])
-        .args(extra)
+        .args(args)
         .env("SLUICE_SECRETS_KEY", CLUSTER_KEK)
         .env_remove("SLUICE_ETCD_PASSWORD")
         .stdout(file.try_clone().expect("log"))
         .stderr(file)
         .stdin(Stdio::null())
         .spawn()
-        .expect("spawn sluice serve");
+        .expect("spawn sluice");
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if let Ok(Some(status)) = child.try_wait() {
-            assert!(!status.success(), "the pod should have failed");
+            assert!(!status.success(), "sluice {args:?} should have failed");
             return std::fs::read_to_string(&log).unwrap_or_default();
         }
         if Instant::now() > deadline {
             let _ = child.kill();
             panic!(
-                "the pod did not give up: {}",
+                "sluice {args:?} did not give up: {}",
                 std::fs::read_to_string(&log).unwrap_or_default()
             );
         }
@@ -295,4 +302,10 @@ async fn etcd_with_authentication_needs_the_user_and_its_password() {
     );
     assert!(log.contains("invalid user ID or password"), "{log}");
     assert!(!log.contains("not-the-password"), "{log}");
+    // A router without credentials does not start either.
+    let log = failed_log(
+        &root.join("router-bare"),
+        &["router", "--listen", "127.0.0.1:0", "--join", &join],
+    );
+    assert!(log.contains("give --etcd-user"), "{log}");
 }
