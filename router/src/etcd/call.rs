@@ -46,7 +46,7 @@ impl EtcdClient {
     }
 
     /// Authenticates again after etcd refused a stream for its token (a watch it canceled
-    /// with "permission denied"); false without credentials.
+    /// with "invalid auth token"); false without credentials.
     pub(super) async fn reauthenticate(&self) -> Result<bool> {
         let Some(auth) = &self.auth else {
             return Ok(false);
