@@ -371,10 +371,8 @@ async fn a_missing_file_refuses_only_its_hand_off() {
     let gone = bad.adds[0].path.clone();
     let location = f.url.to_file_path().expect("local table");
     std::fs::remove_file(location.join(&gone)).expect("remove the file");
-    let (good_answer, bad_answer) = tokio::join!(
-        committer.hand_off(good),
-        committer.hand_off(bad.clone())
-    );
+    let (good_answer, bad_answer) =
+        tokio::join!(committer.hand_off(good), committer.hand_off(bad.clone()));
     assert!(!good_answer.expect("the good hand-off commits").covered);
     match bad_answer {
         Err(HandOffError::MissingFile { path, .. }) => assert_eq!(path, gone),

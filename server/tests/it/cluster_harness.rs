@@ -12,19 +12,38 @@ use crate::harness::{cli_at, free_port, sdk_at, wait_http_ok};
 
 /// A single-member etcd cluster on loopback.
 pub struct Etcd {
-    child: Child,
+    child: Option<Child>,
     pub join: String,
+    dir: PathBuf,
+    client: u16,
+    peer: u16,
 }
 
 impl Etcd {
     /// Starts etcd with its data in `dir`; returns once it answers.
     pub async fn start(dir: &Path) -> Etcd {
-        let client = free_port();
-        let peer = free_port();
         std::fs::create_dir_all(dir).expect("etcd dir");
+        let client = free_port();
+        let mut etcd = Etcd {
+            child: None,
+            join: format!("etcd://127.0.0.1:{client}"),
+            dir: dir.to_path_buf(),
+            client,
+            peer: free_port(),
+        };
+        etcd.spawn().await;
+        etcd
+    }
+
+    async fn spawn(&mut self) {
+        let (client, peer, dir) = (self.client, self.peer, &self.dir);
         let log = dir.join("etcd.log");
-        let file = std::fs::File::create(&log).expect("etcd log");
-        let child = Command::new("etcd")
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .expect("etcd log");
+        let mut child = Command::new("etcd")
             .arg("--name")
             .arg("it")
             .arg("--data-dir")
@@ -44,27 +63,29 @@ impl Etcd {
             .stdin(Stdio::null())
             .spawn()
             .expect("start etcd (Debian package etcd-server; scripts/test.sh installs it)");
-        let mut etcd = Etcd {
-            child,
-            join: format!("etcd://127.0.0.1:{client}"),
-        };
         let health = format!("http://127.0.0.1:{client}/health");
-        wait_http_ok(
-            &health,
-            "etcd",
-            &mut etcd.child,
-            &log,
-            Duration::from_secs(30),
-        )
-        .await;
-        etcd
+        wait_http_ok(&health, "etcd", &mut child, &log, Duration::from_secs(30)).await;
+        self.child = Some(child);
+    }
+
+    /// SIGKILLs etcd (its data dir stays).
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts etcd again on the same ports and data dir.
+    pub async fn restart(&mut self) {
+        assert!(self.child.is_none(), "restart of a running etcd");
+        self.spawn().await;
     }
 }
 
 impl Drop for Etcd {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill();
     }
 }
 
