@@ -8,8 +8,10 @@
 //! which claims the table first. On Deposed / Stopped / not-the-committer /
 //! a connection failure the route resolves the committer again and resends
 //! the SAME hand-off (the committer's covered-check makes that safe); on
-//! Busy it backs off and resends. Meanwhile the sink's flush waits, its
-//! memtable fills and `wait_for_room` slows the producers.
+//! Busy it backs off and resends. A call to a remote committer is abandoned
+//! as soon as its role key goes (a paused holder never answers). Meanwhile
+//! the sink's flush waits, its memtable fills and `wait_for_room` slows the
+//! producers.
 //!
 //! A role ends when the role lease is lost (etcd said it is gone), when its
 //! key is deleted or replaced (watched), when its committer reports Deposed
@@ -273,6 +275,28 @@ impl CommitRoles {
         }
     }
 
+    /// Sends `handoff` to the remote committer `holder`; gives up as soon as
+    /// its role key is deleted or replaced (a paused or partitioned holder
+    /// never answers, and its successor must get the hand-off). While etcd
+    /// cannot be watched, the call just runs (up to its timeout).
+    async fn call(&self, holder: &Holder, handoff: &HandOff) -> Answer {
+        let ended = async {
+            if role_ended(&self.meta, &handoff.table, holder.epoch)
+                .await
+                .is_err()
+            {
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::select! {
+            answer = self.client.hand_off(holder, handoff) => answer,
+            _ = ended => Err(HandOffError::NotCommitter {
+                table: handoff.table.clone(),
+                holder: format!("{holder} no more"),
+            }),
+        }
+    }
+
     /// The route loop (see the module doc).
     async fn route(self: Arc<Self>, delta: &DeltaTable, handoff: HandOff) -> Answer {
         let table = handoff.table.clone();
@@ -285,7 +309,7 @@ impl CommitRoles {
                     local_epoch = committer.fencing().epoch();
                     committer.hand_off(handoff.clone()).await
                 }
-                Ok(Target::Remote(holder)) => self.client.hand_off(&holder, &handoff).await,
+                Ok(Target::Remote(holder)) => self.call(&holder, &handoff).await,
                 Err(e) => Err(HandOffError::Unreachable {
                     table: table.clone(),
                     message: e.to_string(),

@@ -41,7 +41,7 @@ pub struct LogCommit {
     pub version: u64,
     /// commitInfo timestamp (ms since the epoch).
     pub timestamp: i64,
-    /// Files added.
+    /// Files added with new data (`dataChange`; compaction's adds are not).
     pub adds: usize,
     /// `txn` actions: app id → version.
     pub txns: HashMap<String, i64>,
@@ -84,8 +84,8 @@ pub fn log_commits(location: &str) -> Vec<LogCommit> {
         };
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
             let action: serde_json::Value = serde_json::from_str(line).expect("action json");
-            if action.get("add").is_some() {
-                commit.adds += 1;
+            if let Some(add) = action.get("add") {
+                commit.adds += usize::from(add["dataChange"].as_bool().unwrap_or(true));
             }
             if let Some(txn) = action.get("txn") {
                 let app = txn["appId"].as_str().expect("appId").to_string();
