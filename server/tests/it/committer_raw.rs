@@ -1,7 +1,8 @@
 //! Raw gRPC refusals of the internal `sluice.cluster.v1.Committer/HandOff` (real etcd,
 //! two pods, a router): no token, a user token, a peer token naming another pod, a pod
 //! that is not the committer or a stale epoch, a duplicate hand-off (answered covered, the
-//! rows once), a file that is not in the store, and the router refusing to relay.
+//! rows once), a file that is not in the store (NOT_FOUND), a user-facing API refusing a
+//! peer token (403), and the router refusing to relay (UNIMPLEMENTED).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -205,6 +206,19 @@ async fn hand_off_refusals_over_raw_grpc() {
             "id {id} once: {ids:?}"
         );
     }
+
+    // User-facing gates refuse a peer token.
+    let api = reqwest::Client::new()
+        .get(format!(
+            "{}/api/2.1/unity-catalog/tables/{TABLE}",
+            pods[0].url
+        ))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .expect("tables API");
+    assert_eq!(api.status(), reqwest::StatusCode::FORBIDDEN);
+    assert!(api.text().await.expect("body").contains("peer token"));
 
     // The router never relays the internal service.
     let router = Router::start(&root.join("router"), &etcd.join).await;
