@@ -120,6 +120,21 @@ impl Cluster {
         })
     }
 
+    /// A cluster with `n` pods `pod-0`… flushing every `flush_interval`, and their URLs.
+    async fn with_pods(
+        opts: &Options,
+        name: &str,
+        n: usize,
+        flush_interval: &str,
+    ) -> Result<(Cluster, Vec<String>)> {
+        let mut cluster = Cluster::start(opts, name).await?;
+        let mut urls = Vec::new();
+        for i in 0..n {
+            urls.push(cluster.add_pod(&format!("pod-{i}"), flush_interval).await?);
+        }
+        Ok((cluster, urls))
+    }
+
     async fn add_pod(&mut self, id: &str, flush_interval: &str) -> Result<String> {
         let port = free_port()?;
         let mut args = serve_args(&self.dir.join(id), port, flush_interval);
@@ -596,11 +611,7 @@ async fn commits(opts: &Options) -> Result<()> {
         "commit failures",
     ]);
     for &n in &opts.commit_pods {
-        let mut cluster = Cluster::start(opts, &format!("commits-{n}")).await?;
-        let mut urls = Vec::new();
-        for i in 0..n {
-            urls.push(cluster.add_pod(&format!("pod-{i}"), "10ms").await?);
-        }
+        let (_cluster, urls) = Cluster::with_pods(opts, &format!("commits-{n}"), n, "10ms").await?;
         let table = "bench.cluster.commits";
         let location = sluice_bench::e2e::create_table(&urls[0], table).await?;
         let start = Instant::now();
@@ -725,11 +736,8 @@ async fn committer(opts: &Options) -> Result<()> {
         "distinct ids",
     ]);
     for &n in &opts.committer_pods {
-        let mut cluster = Cluster::start(opts, &format!("committer-{n}")).await?;
-        let mut urls = Vec::new();
-        for i in 0..n {
-            urls.push(cluster.add_pod(&format!("pod-{i}"), "250ms").await?);
-        }
+        let (cluster, urls) =
+            Cluster::with_pods(opts, &format!("committer-{n}"), n, "250ms").await?;
         let router = cluster.router("p2c").await?;
         let table = "bench.cluster.committer";
         let location = sluice_bench::e2e::create_table(&urls[0], table).await?;
