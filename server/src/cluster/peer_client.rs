@@ -1,12 +1,13 @@
 //! Calls to other pods' internal services: one lazily connected channel per
-//! advertised address, and a peer token renewed at half its lifetime.
+//! advertised address (TLS with the system's roots for `https://` addresses),
+//! and a peer token renewed at half its lifetime.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sluice_proto::cluster::committer_client::CommitterClient;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 
 use super::election::Holder;
 use super::handoff_wire::{from_response, from_status, to_request};
@@ -57,11 +58,16 @@ impl PeerClient {
         if let Some(c) = channels.get(addr) {
             return Ok(c.clone());
         }
-        let channel = Endpoint::from_shared(addr.to_string())
+        let mut endpoint = Endpoint::from_shared(addr.to_string())
             .map_err(|e| format!("bad pod address {addr}: {e}"))?
             .connect_timeout(CONNECT_TIMEOUT)
-            .timeout(CALL_TIMEOUT)
-            .connect_lazy();
+            .timeout(CALL_TIMEOUT);
+        if addr.starts_with("https://") {
+            endpoint = endpoint
+                .tls_config(ClientTlsConfig::new().with_enabled_roots())
+                .map_err(|e| format!("TLS to {addr}: {e}"))?;
+        }
+        let channel = endpoint.connect_lazy();
         channels.insert(addr.to_string(), channel.clone());
         Ok(channel)
     }
