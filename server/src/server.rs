@@ -9,6 +9,7 @@ use sluice_proto::zerobus_server::ZerobusServer;
 use tokio::net::TcpListener;
 
 use crate::audit::{Action, AuditEvent};
+use crate::cluster::committer_grpc::CommitterService;
 use crate::cluster::load::LoadReporter;
 use crate::cluster::Membership;
 use crate::config::ServeConfig;
@@ -38,7 +39,11 @@ pub async fn run(
     let grpc = ZerobusServer::new(IngestService::new(pod.clone()))
         .max_decoding_message_size(pod.config.max_message_bytes)
         .max_encoding_message_size(pod.config.max_message_bytes);
-    let app = tonic::service::Routes::new(grpc)
+    let mut routes = tonic::service::Routes::new(grpc);
+    if let Some(roles) = &pod.roles {
+        routes = routes.add_service(CommitterService::new(roles.clone(), pod.auth.clone()));
+    }
+    let app = routes
         .into_axum_router()
         .merge(crate::http::router(pod.clone()));
     let tls = options.tls.is_some();

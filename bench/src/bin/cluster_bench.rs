@@ -11,11 +11,16 @@
 //!    (`sluice pod drain`): time until it exited, and the producers' ack latency (max, p99)
 //!    of records queued during the drain;
 //! 4. commit rate: N pods appending to one Delta table with a short flush interval:
-//!    commits/s the table reaches, and commit failures (conflict retries that gave up).
+//!    commits/s the table reaches, and commit failures (conflict retries that gave up);
+//! 5. committer: etcd + N pods + a router, one table written through the router by 6 paced
+//!    streams with `--flush-interval 250ms`: Delta commits/s on the table (one elected
+//!    committer per table: it must not grow with the pods), rows/s, and every row once
+//!    (ids read back from the table's Parquet files).
 //!
 //! Run: `scripts/bench-cluster.sh` (release build, then this). Options: `--sluice PATH`,
 //! `--seconds N` (per measured phase, default 10), `--streams N` (overhead, default 16),
-//! `--only overhead,balance,drain,commits`, `--commit-pods 1,2,4,8`.
+//! `--only overhead,balance,drain,commits,committer`, `--commit-pods 1,2,4,8`,
+//! `--committer-pods 1,3`.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -47,16 +52,19 @@ struct Options {
     /// Producer streams of the router-overhead scenario.
     #[arg(long, default_value_t = 16)]
     streams: usize,
-    /// Scenarios to run: overhead, balance, drain, commits.
+    /// Scenarios to run: overhead, balance, drain, commits, committer.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "overhead,balance,drain,commits"
+        default_value = "overhead,balance,drain,commits,committer"
     )]
     only: Vec<String>,
     /// Pod counts of the commit-rate scenario.
     #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
     commit_pods: Vec<usize>,
+    /// Pod counts of the committer scenario.
+    #[arg(long, value_delimiter = ',', default_value = "1,3")]
+    committer_pods: Vec<usize>,
     /// Folder of this run's clusters.
     #[arg(skip = std::env::temp_dir().join(format!("sluice-cluster-bench-{}", std::process::id())))]
     work: PathBuf,
@@ -112,6 +120,21 @@ impl Cluster {
         })
     }
 
+    /// A cluster with `n` pods `pod-0`… flushing every `flush_interval`, and their URLs.
+    async fn with_pods(
+        opts: &Options,
+        name: &str,
+        n: usize,
+        flush_interval: &str,
+    ) -> Result<(Cluster, Vec<String>)> {
+        let mut cluster = Cluster::start(opts, name).await?;
+        let mut urls = Vec::new();
+        for i in 0..n {
+            urls.push(cluster.add_pod(&format!("pod-{i}"), flush_interval).await?);
+        }
+        Ok((cluster, urls))
+    }
+
     async fn add_pod(&mut self, id: &str, flush_interval: &str) -> Result<String> {
         let port = free_port()?;
         let mut args = serve_args(&self.dir.join(id), port, flush_interval);
@@ -124,6 +147,8 @@ impl Cluster {
             &self.dir.join("warehouse").display().to_string(),
             "--drain-grace",
             "10s",
+            "--secrets-key-file",
+            &self.kek_file()?.display().to_string(),
         ] {
             args.push(a.to_string());
         }
@@ -156,6 +181,19 @@ impl Cluster {
         let router = Process::spawn(&self.sluice, &args, &log, url.clone())?;
         wait_ready(&format!("{url}/healthz")).await?;
         Ok(router)
+    }
+
+    /// The cluster's key-encryption key (every pod of a cluster needs the same one), written
+    /// once under the cluster's folder.
+    fn kek_file(&self) -> Result<PathBuf> {
+        use std::os::unix::fs::PermissionsExt;
+        let path = self.dir.join("secrets.key");
+        if !path.exists() {
+            // base64 of 32 bytes of 0x2a: a fixed benchmark key.
+            std::fs::write(&path, "KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio=\n")?;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+        }
+        Ok(path)
     }
 
     fn status(&self) -> Result<Vec<serde_json::Value>> {
@@ -573,11 +611,7 @@ async fn commits(opts: &Options) -> Result<()> {
         "commit failures",
     ]);
     for &n in &opts.commit_pods {
-        let mut cluster = Cluster::start(opts, &format!("commits-{n}")).await?;
-        let mut urls = Vec::new();
-        for i in 0..n {
-            urls.push(cluster.add_pod(&format!("pod-{i}"), "10ms").await?);
-        }
+        let (_cluster, urls) = Cluster::with_pods(opts, &format!("commits-{n}"), n, "10ms").await?;
         let table = "bench.cluster.commits";
         let location = sluice_bench::e2e::create_table(&urls[0], table).await?;
         let start = Instant::now();
@@ -625,6 +659,138 @@ async fn commits(opts: &Options) -> Result<()> {
     Ok(())
 }
 
+/// Data commits (with `add` actions that change data) in the table's log whose commit
+/// time is in `[from_ms, to_ms)`.
+fn data_commits_between(location: &str, from_ms: i64, to_ms: i64) -> Result<usize> {
+    let dir = url::Url::parse(location)?
+        .to_file_path()
+        .map_err(|_| anyhow::anyhow!("not a local table: {location}"))?
+        .join("_delta_log");
+    let mut n = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        let (mut time, mut data) = (0i64, false);
+        for line in std::fs::read_to_string(&path)?.lines() {
+            let action: serde_json::Value = serde_json::from_str(line)?;
+            if let Some(add) = action.get("add") {
+                data |= add["dataChange"].as_bool().unwrap_or(true);
+            }
+            if let Some(info) = action.get("commitInfo") {
+                time = info["timestamp"].as_i64().unwrap_or(0);
+            }
+        }
+        n += usize::from(data && time >= from_ms && time < to_ms);
+    }
+    Ok(n)
+}
+
+/// Every `id` in the table's live files: (rows, distinct ids).
+async fn ids_in(location: &str) -> Result<(usize, usize)> {
+    let table = deltalake::open_table(url::Url::parse(location)?).await?;
+    let mut ids = std::collections::HashSet::new();
+    let mut rows = 0;
+    for uri in table.get_file_uris()?.collect::<Vec<_>>() {
+        // Local files come as plain paths or as file:// URLs.
+        let path = url::Url::parse(&uri)
+            .ok()
+            .and_then(|u| u.to_file_path().ok())
+            .unwrap_or_else(|| PathBuf::from(&uri));
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+            std::fs::File::open(path)?,
+        )?
+        .build()?;
+        for batch in reader {
+            let batch = batch?;
+            let col = batch
+                .column_by_name("id")
+                .context("id column")?
+                .as_any()
+                .downcast_ref::<arrow_array::Int64Array>()
+                .context("id is bigint")?
+                .clone();
+            rows += col.len();
+            ids.extend(col.values().iter().copied());
+        }
+    }
+    Ok((rows, ids.len()))
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+async fn committer(opts: &Options) -> Result<()> {
+    const STREAMS: usize = 6;
+    const PER_SEC: u32 = 1000;
+    let mut out = Table::new(&[
+        "pods",
+        "table commits/s",
+        "rows/s",
+        "records sent",
+        "rows in Delta",
+        "distinct ids",
+    ]);
+    for &n in &opts.committer_pods {
+        let (cluster, urls) =
+            Cluster::with_pods(opts, &format!("committer-{n}"), n, "250ms").await?;
+        let router = cluster.router("p2c").await?;
+        let table = "bench.cluster.committer";
+        let location = sluice_bench::e2e::create_table(&urls[0], table).await?;
+        let start = Instant::now();
+        let stop = Arc::new(AtomicBool::new(false));
+        let sdk = sdk(&router.url)?;
+        let tasks: Vec<_> = (0..STREAMS)
+            .map(|i| {
+                let tl = Arc::new(Timeline::new(start, CAPACITY));
+                spawn_producer(
+                    sdk.clone(),
+                    table.into(),
+                    i,
+                    tl,
+                    Some(PER_SEC),
+                    stop.clone(),
+                )
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let (from, rows0) = (now_ms(), ids_in(&location).await?.0);
+        tokio::time::sleep(Duration::from_secs(opts.seconds)).await;
+        let (to, rows1) = (now_ms(), ids_in(&location).await?.0);
+        stop.store(true, Ordering::Relaxed);
+        let sent = join_all(tasks).await?;
+        // The last hand-offs: wait until the table holds what was sent (or 30 s).
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let (mut rows, mut distinct) = ids_in(&location).await?;
+        while (rows as u64) < sent && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            (rows, distinct) = ids_in(&location).await?;
+        }
+        let seconds = (to - from) as f64 / 1000.0;
+        let commits = data_commits_between(&location, from, to)?;
+        out.row(vec![
+            n.to_string(),
+            format!("{:.2}", commits as f64 / seconds),
+            format!("{:.0}", (rows1 - rows0) as f64 / seconds),
+            sent.to_string(),
+            rows.to_string(),
+            distinct.to_string(),
+        ]);
+        drop(router);
+    }
+    println!(
+        "\n5. One committer per table: etcd + N pods + router, one table, {STREAMS} official-SDK \
+         streams through the router at {PER_SEC} records/s each, --flush-interval 250ms, \
+         --commit-interval 1s (default)"
+    );
+    print!("{}", out.render());
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     let opts = Options::parse();
@@ -648,6 +814,7 @@ async fn main() -> Result<()> {
             "balance" => balance(&opts).await?,
             "drain" => drain(&opts).await?,
             "commits" => commits(&opts).await?,
+            "committer" => committer(&opts).await?,
             other => bail!("unknown scenario {other}"),
         }
     }

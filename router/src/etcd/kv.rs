@@ -106,6 +106,24 @@ pub fn mod_revision_is(key: impl Into<Vec<u8>>, revision: i64) -> Compare {
     }
 }
 
+/// Compare: `key`'s create revision equals `revision` (0: the key is absent).
+pub fn create_revision_is(key: impl Into<Vec<u8>>, revision: i64) -> Compare {
+    Compare {
+        result: CompareResult::Equal as i32,
+        target: CompareTarget::Create as i32,
+        key: key.into(),
+        target_union: Some(TargetUnion::CreateRevision(revision)),
+        range_end: Vec::new(),
+    }
+}
+
+/// Txn operation: put `key` = `value` attached to `lease` (0: none).
+pub fn put_leased_op(key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>, lease: i64) -> RequestOp {
+    RequestOp {
+        request: Some(Request::RequestPut(put_request(key, value, lease))),
+    }
+}
+
 /// A put of `key` (no lease) as a transaction step.
 pub fn put_op(key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) -> RequestOp {
     RequestOp {

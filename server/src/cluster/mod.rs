@@ -1,5 +1,8 @@
 //! A pod's part in a cluster (`sluice serve --join etcd://…`): its registration and load
-//! reports in the meta store, and the drain sequence.
+//! reports in the meta store, the drain sequence, and the per-table committer roles
+//! (`election`: the etcd election; `roles`: the roles held and the route of hand-offs;
+//! `committer_grpc` / `handoff_wire` / `peer_client`: the internal
+//! `sluice.cluster.v1.Committer` service; `peer_auth`: pod-to-pod tokens).
 //!
 //! Drain (on `sluice pod drain POD` or SIGTERM):
 //! 1. publish `draining` (routers stop placing new streams here within one refresh);
@@ -10,7 +13,13 @@
 //!    still open get their final acks and UNAVAILABLE, memtables are committed, and the WAL,
 //!    now wholly in Delta, is deleted: the pod exits with an empty WAL.
 
+pub mod committer_grpc;
+pub mod election;
+pub mod handoff_wire;
 pub mod load;
+pub mod peer_auth;
+pub mod peer_client;
+pub mod roles;
 
 use std::time::Duration;
 

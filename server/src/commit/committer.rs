@@ -10,7 +10,9 @@
 //! claimed the table (fenced mode), answers covered hand-offs, refuses gaps
 //! and overlaps, and commits the rest with one `txn` per pod WAL (version =
 //! the highest `to_lsn`), one per persistent stream (version = its highest
-//! offset) and, fenced, the epoch `txn`. A lost race reloads and judges
+//! offset) and, fenced, the epoch `txn`. Before its first commit attempt a
+//! hand-off's files are checked to be in the store (HEAD); a missing file
+//! refuses that hand-off only. A lost race reloads and judges
 //! again; any other failure answers [`HandOffError::Commit`] (the commit
 //! may have landed: the pod resends the same hand-off and finds it covered).
 //!
@@ -31,6 +33,7 @@ use super::attempt::{commit_once, lost_race, reload};
 use super::covered::{judge, txn_version, wal_marks, Verdict};
 use super::fence::{log_epoch, Fencing};
 use super::handoff::{HandOff, HandOffAck, HandOffError};
+use super::present::check_files;
 
 /// Lost races a batch of hand-offs is retried after (each on a reloaded log).
 const COMMIT_ATTEMPTS: usize = 100;
@@ -64,6 +67,8 @@ struct Entry {
     handoff: HandOff,
     waiters: Vec<oneshot::Sender<Answer>>,
     since: Instant,
+    /// Its files were found in the store (HEAD check done).
+    present: bool,
 }
 
 #[derive(Default)]
@@ -209,6 +214,7 @@ impl Committer {
                     handoff,
                     waiters: vec![tx],
                     since: Instant::now(),
+                    present: false,
                 });
             }
         }
@@ -355,7 +361,7 @@ async fn commit_batch(shared: &Shared, table: &mut DeltaTable, mut batch: Vec<En
                 }
             }
         }
-        batch = rest;
+        batch = present(shared, table, rest).await;
         if batch.is_empty() {
             return;
         }
@@ -386,6 +392,24 @@ async fn commit_batch(shared: &Shared, table: &mut DeltaTable, mut batch: Vec<En
             Err(e) => return shared.answer_all(batch, Err(failed(&e))),
         }
     }
+}
+
+/// The entries of `batch` whose files are all in the store (checked once
+/// per entry); the others are answered with their refusal.
+async fn present(shared: &Shared, table: &DeltaTable, batch: Vec<Entry>) -> Vec<Entry> {
+    let mut kept = Vec::with_capacity(batch.len());
+    for mut entry in batch {
+        if !entry.present {
+            if let Err(e) = check_files(table, &entry.handoff).await {
+                tracing::warn!(table = %shared.table, "hand-off refused: {e}");
+                shared.answer(entry, &Err(e));
+                continue;
+            }
+            entry.present = true;
+        }
+        kept.push(entry);
+    }
+    kept
 }
 
 /// After a failure other than a lost race (a store error, or a JSON commit

@@ -132,6 +132,55 @@ pub enum HandOffError {
         /// The table.
         table: String,
     },
+    /// The pod asked is not the table's committer (or not with the epoch the
+    /// sender resolved): resolve the committer again and resend.
+    #[error("this pod is not the committer of {table}; the committer is {holder}")]
+    NotCommitter {
+        /// The table.
+        table: String,
+        /// Who holds the role (`pod@addr epoch N`), or "none yet".
+        holder: String,
+    },
+    /// The committer could not be reached (connection failure, timeout).
+    #[error("committer of {table} unreachable: {message}")]
+    Unreachable {
+        /// The table.
+        table: String,
+        /// The transport's error.
+        message: String,
+    },
+    /// The committer refused for another reason (a remote refusal without a
+    /// typed counterpart here, e.g. a gap, overlap or authentication).
+    #[error("committer of {table} refused the hand-off: {message}")]
+    Refused {
+        /// The table.
+        table: String,
+        /// The committer's status.
+        message: String,
+    },
+    /// A file of the hand-off is not in the store: only that hand-off is
+    /// refused, the rest of the batch commits.
+    #[error("hand-off of {table} names a file that is not in the store: {path}")]
+    MissingFile {
+        /// The table.
+        table: String,
+        /// The Add path that is missing.
+        path: String,
+    },
+}
+
+impl HandOffError {
+    /// Whether the same hand-off should be sent again after resolving the
+    /// committer afresh (the committer changed, stopped or was unreachable).
+    pub fn re_resolve(&self) -> bool {
+        matches!(
+            self,
+            HandOffError::Deposed { .. }
+                | HandOffError::Stopped { .. }
+                | HandOffError::NotCommitter { .. }
+                | HandOffError::Unreachable { .. }
+        )
+    }
 }
 
 impl From<HandOffError> for ServerError {
@@ -142,8 +191,13 @@ impl From<HandOffError> for ServerError {
             HandOffError::Deposed { .. }
             | HandOffError::Gap { .. }
             | HandOffError::Overlap { .. }
-            | HandOffError::WrongTable { .. } => ServerError::FailedPrecondition(message),
-            HandOffError::Stopped { .. } => ServerError::Unavailable(message),
+            | HandOffError::WrongTable { .. }
+            | HandOffError::NotCommitter { .. }
+            | HandOffError::Refused { .. } => ServerError::FailedPrecondition(message),
+            HandOffError::Stopped { .. } | HandOffError::Unreachable { .. } => {
+                ServerError::Unavailable(message)
+            }
+            HandOffError::MissingFile { .. } => ServerError::NotFound(message),
             HandOffError::Commit { .. } => ServerError::Internal(message),
         }
     }

@@ -9,14 +9,18 @@
 //! - `committer`: the task and its handle ([`Committer`], [`CommitterConfig`]).
 //! - `fence`: the epoch ([`Fencing`], [`COMMITTER_APP_ID`]).
 //! - `covered`: which hand-offs the log already holds.
+//! - `present`: the HEAD check of handed-off files.
 //! - `attempt`: one commit without deltalake's retries.
+//! - `route`: where a sink's hand-offs go ([`CommitRoute`], [`HandOffRoute`]).
 
 mod attempt;
 mod committer;
 mod covered;
 mod fence;
 mod handoff;
+mod present;
 mod properties;
+mod route;
 #[cfg(test)]
 mod tests;
 
@@ -27,3 +31,4 @@ pub use fence::{log_epoch, Fencing, COMMITTER_APP_ID};
 pub use handoff::{HandOff, HandOffAck, HandOffError};
 pub(crate) use properties::commit_properties;
 pub use properties::COMMIT_RETRIES;
+pub use route::{CommitRoute, HandOffRoute};

@@ -359,3 +359,32 @@ async fn a_committer_behind_a_cleaned_up_log_loads_from_the_checkpoint() {
     assert_eq!(ack.version, 4);
     assert_eq!(f.state("wal-a").await.2, Some(3));
 }
+
+/// The HEAD check: a hand-off naming a file that is not in the store is
+/// refused alone (typed), the others of the same batch commit.
+#[tokio::test]
+async fn a_missing_file_refuses_only_its_hand_off() {
+    let f = Fixture::new().await;
+    let committer = Arc::new(f.committer(f.open().await, quick(), Fencing::Unfenced));
+    let good = f.handoff("wal-a", 0, 5, vec![1, 2]).await;
+    let mut bad = f.handoff("wal-b", 0, 5, vec![3]).await;
+    let gone = bad.adds[0].path.clone();
+    let location = f.url.to_file_path().expect("local table");
+    std::fs::remove_file(location.join(&gone)).expect("remove the file");
+    let (good_answer, bad_answer) =
+        tokio::join!(committer.hand_off(good), committer.hand_off(bad.clone()));
+    assert!(!good_answer.expect("the good hand-off commits").covered);
+    match bad_answer {
+        Err(HandOffError::MissingFile { path, .. }) => assert_eq!(path, gone),
+        other => panic!("expected MissingFile, got {other:?}"),
+    }
+    let (_, files, wal_b) = f.state("wal-b").await;
+    assert_eq!(files, 1, "only the good hand-off's file is in the table");
+    assert_eq!(wal_b, None, "nothing of wal-b committed");
+    // Sent again, it is refused again, never committed.
+    bad.streams = Vec::new();
+    assert!(matches!(
+        committer.hand_off(bad).await,
+        Err(HandOffError::MissingFile { .. })
+    ));
+}

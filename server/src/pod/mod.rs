@@ -14,7 +14,8 @@ use tokio_util::task::TaskTracker;
 use crate::auth::Authenticator;
 use crate::catalog::{Catalog, TableEntry};
 use crate::cluster::load::{LoadCounters, LoadSource};
-use crate::commit::CommitterConfig;
+use crate::cluster::roles::CommitRoles;
+use crate::commit::{CommitterConfig, HandOffRoute};
 use crate::config::ServeConfig;
 use crate::error::{Result, ServerError};
 use crate::journal::streams::StreamRegistry;
@@ -53,6 +54,9 @@ pub struct Pod {
     pub draining: CancellationToken,
     /// Ingress counters for the load report.
     pub load: Arc<LoadCounters>,
+    /// In a cluster: this pod's committer roles and the route of its
+    /// hand-offs to each table's elected committer (None: single node).
+    pub roles: Option<Arc<CommitRoles>>,
 }
 
 impl Pod {
@@ -85,6 +89,16 @@ impl Pod {
         }
     }
 
+    /// What opening a sink of this pod needs.
+    pub fn sink_env(&self) -> SinkEnv<'_> {
+        SinkEnv {
+            warehouse: &self.warehouse,
+            wal: &self.wal,
+            config: &self.config,
+            roles: self.roles.as_ref(),
+        }
+    }
+
     /// The sink of `table`. A table another pod created after this one started
     /// (cluster mode: the catalog is shared) gets its sink opened on first use.
     pub async fn sink_for(&self, table: &str) -> Result<Option<SharedSink>> {
@@ -98,20 +112,36 @@ impl Pod {
         if let Some(sink) = self.sinks.get(table) {
             return Ok(Some(sink));
         }
-        let sink = Arc::new(open_sink(&self.warehouse, &entry, &self.wal, &self.config).await?);
+        let sink = Arc::new(open_sink(self.sink_env(), &entry).await?);
         self.sinks.insert(sink.clone())?;
         tracing::info!(table = %entry.full_name, "opened the sink of a table created elsewhere");
         Ok(Some(sink))
     }
 }
 
-/// Opens the Delta table of a catalog entry as a sink (with its committer).
-pub async fn open_sink(
-    warehouse: &Warehouse,
-    entry: &TableEntry,
-    wal: &Wal,
-    config: &ServeConfig,
-) -> Result<TableSink> {
+/// What opening a sink needs from its pod.
+#[derive(Clone, Copy)]
+pub struct SinkEnv<'a> {
+    /// Where tables live.
+    pub warehouse: &'a Warehouse,
+    /// The pod's WAL.
+    pub wal: &'a Wal,
+    /// The pod's configuration.
+    pub config: &'a ServeConfig,
+    /// The cluster's committer roles (None: single node, in-process committer).
+    pub roles: Option<&'a Arc<CommitRoles>>,
+}
+
+/// Opens the Delta table of a catalog entry as a sink: with its own
+/// in-process committer on a single node, routed to the table's elected
+/// committer in a cluster.
+pub async fn open_sink(env: SinkEnv<'_>, entry: &TableEntry) -> Result<TableSink> {
+    let SinkEnv {
+        warehouse,
+        wal,
+        config,
+        roles,
+    } = env;
     let url = url::Url::parse(&entry.storage_location)
         .map_err(|e| ServerError::Internal(format!("bad location of {}: {e}", entry.full_name)))?;
     let (delta, committed) = open_table(warehouse.open(&url).await?, wal.id()).await?;
@@ -126,6 +156,7 @@ pub async fn open_sink(
             interval: config.commit_interval,
             ..CommitterConfig::default()
         },
+        elected: roles.map(|r| Arc::new(r.clone()) as Arc<dyn HandOffRoute>),
     };
     Ok(TableSink::new(
         entry.full_name.clone(),

@@ -11,13 +11,17 @@ use tokio::sync::Mutex as AsyncMutex;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::{open_sink, Pod};
+use sluice_router::Meta;
+
+use super::{open_sink, Pod, SinkEnv};
 use crate::auth::bootstrap::bootstrap_admin;
 use crate::auth::kek::pod_kek;
 use crate::auth::Authenticator;
 use crate::catalog::{Catalog, EtcdStore};
 use crate::cluster::load::LoadCounters;
-use crate::config::{AuthMode, ServeConfig};
+use crate::cluster::roles::CommitRoles;
+use crate::commit::CommitterConfig;
+use crate::config::{AuthMode, ClusterConfig, ServeConfig};
 use crate::error::{Result, ServerError};
 use crate::journal::{replay, StreamRegistry};
 use crate::pstreams::{FileStreamStore, PersistentStreams};
@@ -64,9 +68,18 @@ impl Pod {
             config.upkeep.clone(),
             streams.clone(),
         );
+        let roles = match &config.cluster {
+            Some(cluster) => Some(start_roles(cluster, &config, auth.clone()).await?),
+            None => None,
+        };
         for entry in catalog.tables()? {
-            let sink = open_sink(&warehouse, &entry, &wal, &config).await?;
-            sinks.insert(Arc::new(sink))?;
+            let env = SinkEnv {
+                warehouse: &warehouse,
+                wal: &wal,
+                config: &config,
+                roles: roles.as_ref(),
+            };
+            sinks.insert(Arc::new(open_sink(env, &entry).await?))?;
         }
         let pstreams = open_pstreams(&config)?;
         let replayed = replay(&wal, &sinks, &streams)?;
@@ -95,6 +108,7 @@ impl Pod {
             ddl: AsyncMutex::new(()),
             draining: CancellationToken::new(),
             load: Arc::new(LoadCounters::default()),
+            roles,
         }))
     }
 
@@ -105,8 +119,13 @@ impl Pod {
         self.shutdown.cancel();
         self.stream_tasks.close();
         self.stream_tasks.wait().await;
-        let rows = self.sinks.flush_all().await?;
+        let flushed = self.sinks.flush_all().await;
         self.sinks.stop().await;
+        if let Some(roles) = &self.roles {
+            // After the last hand-offs: other pods are elected at once.
+            roles.resign().await;
+        }
+        let rows = flushed?;
         let mut all_committed = self.wal.queued_bytes() == 0;
         for sink in self.sinks.all() {
             all_committed &= !sink.has_pending()?;
@@ -124,6 +143,28 @@ impl Pod {
         }
         Ok(())
     }
+}
+
+/// The committer roles of a cluster pod (election in etcd, hand-off routing).
+async fn start_roles(
+    cluster: &ClusterConfig,
+    config: &ServeConfig,
+    auth: Arc<Authenticator>,
+) -> Result<Arc<CommitRoles>> {
+    let meta = Meta::connect(&cluster.join, &cluster.etcd.options()?)
+        .await
+        .map_err(|e| ServerError::Unavailable(format!("meta store: {e}")))?;
+    let committer = CommitterConfig {
+        interval: config.commit_interval,
+        ..CommitterConfig::default()
+    };
+    Ok(CommitRoles::start(
+        meta,
+        cluster.pod_id.clone(),
+        cluster.advertise.clone(),
+        auth,
+        committer,
+    ))
 }
 
 /// The catalog: in etcd when the pod joins a cluster, else in the data dir.

@@ -30,7 +30,7 @@ use tokio::sync::Notify;
 
 use super::commit::write_files;
 use super::stream_txns::{read_stream_txn, StreamMark};
-use crate::commit::{Committer, CommitterConfig, Fencing, HandOff};
+use crate::commit::{CommitRoute, CommitterConfig, HandOff, HandOffRoute};
 use crate::error::{Result, ServerError};
 
 #[derive(Default)]
@@ -86,14 +86,15 @@ pub struct TableSink {
     added: AddedColumns,
     /// Checkpoints, compaction, vacuum (own table handle).
     pub(crate) upkeep: super::upkeep::Upkeep,
-    /// The table's committer (in process, unfenced: single-node pods).
-    committer: Committer,
+    /// The way to the table's committer: in process and unfenced (single
+    /// node) or the elected committer (cluster).
+    committer: CommitRoute,
     /// The pod named in hand-offs.
     pod_id: String,
 }
 
 /// How a sink flushes and hands off, beside its table and WAL.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct SinkOptions {
     /// Flush once the memtable holds this many bytes of Arrow data.
     pub flush_bytes: usize,
@@ -101,8 +102,11 @@ pub struct SinkOptions {
     pub added: AddedColumns,
     /// The pod named in hand-offs.
     pub pod_id: String,
-    /// The committer's interval and bounds.
+    /// The in-process committer's interval and bounds.
     pub commit: CommitterConfig,
+    /// In a cluster: the route to the table's elected committer (None: an
+    /// in-process, unfenced committer of this sink's own).
+    pub elected: Option<Arc<dyn HandOffRoute>>,
 }
 
 /// What a flush did.
@@ -117,7 +121,8 @@ pub struct FlushOutcome {
 impl TableSink {
     /// A sink over an opened Delta table whose data is committed up to
     /// `committed_lsn` of the pod's `wal`, which it logs every append to.
-    /// Starts the table's committer (in process, unfenced) on its own handle.
+    /// Without an elected route, starts the table's committer (in process,
+    /// unfenced) on its own handle.
     pub fn new(
         name: String,
         schema: TableSchema,
@@ -126,12 +131,10 @@ impl TableSink {
         committed_lsn: Lsn,
         options: SinkOptions,
     ) -> TableSink {
-        let committer = Committer::spawn(
-            name.clone(),
-            delta.clone(),
-            options.commit,
-            Fencing::Unfenced,
-        );
+        let committer = match options.elected {
+            Some(route) => CommitRoute::Elected(route),
+            None => CommitRoute::in_process(name.clone(), delta.clone(), options.commit),
+        };
         TableSink {
             added: options.added,
             name,
@@ -329,7 +332,7 @@ impl TableSink {
             if self.is_dropped() {
                 return Ok(outcome);
             }
-            outcome = self.hand_off(staged).await?;
+            outcome = self.hand_off(&delta, staged).await?;
         }
         let (batches, marks, last_lsn) = {
             let mut m = self.lock()?;
@@ -389,7 +392,7 @@ impl TableSink {
             adds,
             streams: stream_offsets(&marks),
         };
-        let next = self.hand_off(Staged { handoff, rows }).await?;
+        let next = self.hand_off(&delta, Staged { handoff, rows }).await?;
         Ok(FlushOutcome {
             rows: outcome.rows + next.rows,
             version: next.version.or(outcome.version),
@@ -398,10 +401,10 @@ impl TableSink {
 
     /// Hands `staged` to the committer and waits for the answer. On a
     /// refusal or failure it stays staged, to be sent again unchanged.
-    async fn hand_off(&self, staged: Staged) -> Result<FlushOutcome> {
+    async fn hand_off(&self, delta: &DeltaTable, staged: Staged) -> Result<FlushOutcome> {
         self.lock()?.flushing = true;
         let started = Instant::now();
-        let answer = self.committer.hand_off(staged.handoff.clone()).await;
+        let answer = self.committer.hand_off(delta, staged.handoff.clone()).await;
         let mut m = self.lock()?;
         m.flushing = false;
         self.drained.notify_waiters();
@@ -506,6 +509,7 @@ mod tests {
                 interval: Duration::from_millis(10),
                 ..CommitterConfig::default()
             },
+            elected: None,
         };
         let schema = TableSchema::parse("id BIGINT NOT NULL").expect("schema");
         let sink = TableSink::new("main.s.t".into(), schema, table, wal, 0, options);

@@ -82,7 +82,7 @@ pub async fn create_table(pod: &Pod, caller: &Caller, new: NewTable) -> Result<T
         system_columns: added.system_columns,
         rescued_data: added.rescued_data,
     })?;
-    let sink = open_sink(&pod.warehouse, &entry, &pod.wal, &pod.config).await?;
+    let sink = open_sink(pod.sink_env(), &entry).await?;
     pod.sinks.insert(Arc::new(sink))?;
     tracing::info!(table = %full_name, location = %url, "table created");
     Ok(entry)

@@ -12,8 +12,14 @@ use crate::harness::{cli_at, free_port, sdk_at, wait_http_ok};
 
 /// A single-member etcd cluster on loopback.
 pub struct Etcd {
-    child: Child,
+    child: Option<Child>,
     pub join: String,
+    dir: PathBuf,
+    client: u16,
+    peer: u16,
+    metrics: u16,
+    scheme: String,
+    extra: Vec<String>,
 }
 
 impl Etcd {
@@ -26,17 +32,35 @@ impl Etcd {
     /// `extra`) with the `extra` flags; returns once its health endpoint (plain HTTP on a
     /// port of its own, so a TLS etcd needs no client certificate for it) answers.
     pub async fn start_with(dir: &Path, scheme: &str, extra: &[&str]) -> Etcd {
+        std::fs::create_dir_all(dir).expect("etcd dir");
         let client = free_port();
-        let peer = free_port();
-        let metrics = free_port();
-        let client_url = match scheme {
+        let mut etcd = Etcd {
+            child: None,
+            join: format!("{scheme}://127.0.0.1:{client}"),
+            dir: dir.to_path_buf(),
+            client,
+            peer: free_port(),
+            metrics: free_port(),
+            scheme: scheme.to_string(),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        };
+        etcd.spawn().await;
+        etcd
+    }
+
+    async fn spawn(&mut self) {
+        let (client, peer, metrics, dir) = (self.client, self.peer, self.metrics, &self.dir);
+        let client_url = match self.scheme.as_str() {
             "etcds" => format!("https://127.0.0.1:{client}"),
             _ => format!("http://127.0.0.1:{client}"),
         };
-        std::fs::create_dir_all(dir).expect("etcd dir");
         let log = dir.join("etcd.log");
-        let file = std::fs::File::create(&log).expect("etcd log");
-        let child = Command::new("etcd")
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .expect("etcd log");
+        let mut child = Command::new("etcd")
             .arg("--name")
             .arg("it")
             .arg("--data-dir")
@@ -53,33 +77,35 @@ impl Etcd {
             .arg(format!("http://127.0.0.1:{peer}"))
             .arg("--initial-cluster")
             .arg(format!("it=http://127.0.0.1:{peer}"))
-            .args(extra)
+            .args(&self.extra)
             .stdout(file.try_clone().expect("log"))
             .stderr(file)
             .stdin(Stdio::null())
             .spawn()
             .expect("start etcd (Debian package etcd-server; scripts/test.sh installs it)");
-        let mut etcd = Etcd {
-            child,
-            join: format!("{scheme}://127.0.0.1:{client}"),
-        };
         let health = format!("http://127.0.0.1:{metrics}/health");
-        wait_http_ok(
-            &health,
-            "etcd",
-            &mut etcd.child,
-            &log,
-            Duration::from_secs(30),
-        )
-        .await;
-        etcd
+        wait_http_ok(&health, "etcd", &mut child, &log, Duration::from_secs(30)).await;
+        self.child = Some(child);
+    }
+
+    /// SIGKILLs etcd (its data dir stays).
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts etcd again on the same ports, flags and data dir.
+    pub async fn restart(&mut self) {
+        assert!(self.child.is_none(), "restart of a running etcd");
+        self.spawn().await;
     }
 }
 
 impl Drop for Etcd {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill();
     }
 }
 

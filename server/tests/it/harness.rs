@@ -130,6 +130,11 @@ impl Server {
         log
     }
 
+    /// The process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
     /// SIGKILL: no shutdown code runs.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
