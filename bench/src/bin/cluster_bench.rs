@@ -15,12 +15,16 @@
 //! 5. committer: etcd + N pods + a router, one table written through the router by 6 paced
 //!    streams with `--flush-interval 250ms`: Delta commits/s on the table (one elected
 //!    committer per table: it must not grow with the pods), rows/s, and every row once
-//!    (ids read back from the table's Parquet files).
+//!    (ids read back from the table's Parquet files);
+//! 6. hot table: `sluice cluster up --pods N` (etcd, N pods, a router as its children), one
+//!    table written through the router by unpaced streams: rows/s, the pods' own CPU seconds
+//!    per GB (from /proc), commits/s, files per commit and their size, and freshness (per
+//!    row: the commit's timestamp minus the time its producer queued it) p50/p99.
 //!
 //! Run: `scripts/bench-cluster.sh` (release build, then this). Options: `--sluice PATH`,
 //! `--seconds N` (per measured phase, default 10), `--streams N` (overhead, default 16),
 //! `--only overhead,balance,drain,commits,committer`, `--commit-pods 1,2,4,8`,
-//! `--committer-pods 1,3`.
+//! `--committer-pods 1,3`, `--hot-pods 1,4`, `--hot-streams 8`.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -52,7 +56,7 @@ struct Options {
     /// Producer streams of the router-overhead scenario.
     #[arg(long, default_value_t = 16)]
     streams: usize,
-    /// Scenarios to run: overhead, balance, drain, commits, committer.
+    /// Scenarios to run: overhead, balance, drain, commits, committer, hot.
     #[arg(
         long,
         value_delimiter = ',',
@@ -65,6 +69,12 @@ struct Options {
     /// Pod counts of the committer scenario.
     #[arg(long, value_delimiter = ',', default_value = "1,3")]
     committer_pods: Vec<usize>,
+    /// Pod counts of the hot-table scenario (`sluice cluster up --pods N`).
+    #[arg(long, value_delimiter = ',', default_value = "1,4")]
+    hot_pods: Vec<usize>,
+    /// Unpaced producer streams of the hot-table scenario.
+    #[arg(long, default_value_t = 8)]
+    hot_streams: usize,
     /// Folder of this run's clusters.
     #[arg(skip = std::env::temp_dir().join(format!("sluice-cluster-bench-{}", std::process::id())))]
     work: PathBuf,
@@ -791,6 +801,153 @@ async fn committer(opts: &Options) -> Result<()> {
     Ok(())
 }
 
+/// `sluice cluster up --pods n` as a child (its pods, etcd and router are its children),
+/// on free ports under `dir`; returns it and the router's URL once a request through the
+/// router reaches a pod.
+async fn cluster_up(opts: &Options, dir: &Path, n: usize) -> Result<(Process, String)> {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir)?;
+    // etcd takes port and port + 1, pods first..first + n: find free runs.
+    let etcd_port = free_run(2)?;
+    let first_pod = free_run(n as u16)?;
+    let router = format!("127.0.0.1:{}", free_port()?);
+    let args: Vec<String> = [
+        "cluster",
+        "up",
+        "--pods",
+        &n.to_string(),
+        "--dir",
+        &dir.display().to_string(),
+        "--etcd-port",
+        &etcd_port.to_string(),
+        "--first-pod-port",
+        &first_pod.to_string(),
+        "--router-listen",
+        &router,
+        "--bootstrap-principal",
+        &format!("{CLIENT_ID}:{CLIENT_SECRET}"),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let url = format!("http://{router}");
+    let up = Process::spawn(&opts.sluice, &args, &dir.join("up.log"), url.clone())?;
+    // The tables API answers through the router once a pod is placeable.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while sluice_bench::e2e::token(&url).await.is_err() {
+        if Instant::now() > deadline {
+            bail!("cluster up with {n} pods did not answer through its router");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok((up, url))
+}
+
+/// The first of `len` consecutive free loopback ports.
+fn free_run(len: u16) -> Result<u16> {
+    for _ in 0..100 {
+        let first = free_port()?;
+        let ok = (0..len).all(|i| {
+            first
+                .checked_add(i)
+                .is_some_and(|p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok())
+        });
+        if ok {
+            return Ok(first);
+        }
+    }
+    bail!("no run of {len} free ports")
+}
+
+async fn hot(opts: &Options) -> Result<()> {
+    let mut out = Table::new(&[
+        "pods",
+        "rows/s",
+        "MB/s",
+        "pod CPU s/GB",
+        "commits/s",
+        "files/commit",
+        "KiB/file",
+        "freshness p50 ms",
+        "freshness p99 ms",
+        "rows once",
+    ]);
+    for &n in &opts.hot_pods {
+        let dir = opts.work.join(format!("hot-{n}"));
+        let (mut up, url) = cluster_up(opts, &dir, n).await?;
+        let table = "bench.cluster.hot";
+        let location = sluice_bench::e2e::create_table(&url, table).await?;
+        let table_dir = url::Url::parse(&location)?
+            .to_file_path()
+            .map_err(|_| anyhow::anyhow!("not a local table: {location}"))?;
+        let pods = sluice_bench::procstat::children_matching(up.child.id(), "serve")?;
+        let (wall0, start) = (now_ms() as f64, Instant::now());
+        let stop = Arc::new(AtomicBool::new(false));
+        let sdk = sdk(&url)?;
+        let timelines: Vec<_> = (0..opts.hot_streams)
+            .map(|_| Arc::new(Timeline::new(start, CAPACITY)))
+            .collect();
+        let tasks: Vec<_> = timelines
+            .iter()
+            .enumerate()
+            .map(|(i, tl)| {
+                spawn_producer(sdk.clone(), table.into(), i, tl.clone(), None, stop.clone())
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let (from, cpu0) = (now_ms(), sluice_bench::procstat::cpu_seconds_sum(&pods));
+        tokio::time::sleep(Duration::from_secs(opts.seconds)).await;
+        let (to, cpu1) = (now_ms(), sluice_bench::procstat::cpu_seconds_sum(&pods));
+        stop.store(true, Ordering::Relaxed);
+        let sent = join_all(tasks).await?;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let (mut rows, mut distinct) = ids_in(&location).await?;
+        while (rows as u64) < sent && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            (rows, distinct) = ids_in(&location).await?;
+        }
+        let sent_ms = |id: i64| {
+            let tl = timelines.get(usize::try_from(id / ID_STRIDE).ok()?)?;
+            let ns = tl.sent.get(usize::try_from(id % ID_STRIDE).ok()?)?;
+            let ns = ns.load(Ordering::Relaxed);
+            (ns > 0).then(|| wall0 + ns as f64 / 1e6)
+        };
+        let mut w = sluice_bench::freshness::window(&table_dir, from, to, sent_ms)?;
+        let seconds = (to - from) as f64 / 1000.0;
+        let bytes = w.rows as f64 * sluice_bench::e2e::TARGET_RECORD_BYTES as f64;
+        out.row(vec![
+            n.to_string(),
+            format!("{:.0}", w.rows as f64 / seconds),
+            format!("{:.1}", bytes / seconds / 1e6),
+            format!("{:.0}", (cpu1 - cpu0) / (bytes / 1e9)),
+            format!("{:.2}", w.commits as f64 / seconds),
+            format!("{:.1}", w.files as f64 / w.commits.max(1) as f64),
+            format!(
+                "{:.0}",
+                w.file_bytes as f64 / w.files.max(1) as f64 / 1024.0
+            ),
+            format!("{:.0}", w.freshness_ms.quantile(0.5)),
+            format!("{:.0}", w.freshness_ms.quantile(0.99)),
+            format!("{}", rows as u64 == sent && distinct == rows),
+        ]);
+        up.terminate();
+        if up.wait_exit(Duration::from_secs(60)).is_err() {
+            eprintln!("cluster up with {n} pods did not stop within 60 s; killing it");
+        }
+    }
+    println!(
+        "\n6. Hot table: `sluice cluster up --pods N` (etcd, N pods, a router; default flush \
+         and --commit-interval 1s), one table, {} unpaced official-SDK streams through the \
+         router; rows and freshness of the commits in the {} s window (rows/s counts committed \
+         rows; MB/s at ~{} B per record; pod CPU summed over the pods from /proc)",
+        opts.hot_streams,
+        opts.seconds,
+        sluice_bench::e2e::TARGET_RECORD_BYTES
+    );
+    print!("{}", out.render());
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     let opts = Options::parse();
@@ -815,6 +972,7 @@ async fn main() -> Result<()> {
             "drain" => drain(&opts).await?,
             "commits" => commits(&opts).await?,
             "committer" => committer(&opts).await?,
+            "hot" => hot(&opts).await?,
             other => bail!("unknown scenario {other}"),
         }
     }
