@@ -1,6 +1,7 @@
 //! Generates the crate's tonic/prost code with the protoc binary that
 //! `protoc-bin-vendored` ships, so a fresh machine needs no system protoc:
-//! the Zerobus v1 service (server and client) and the part of etcd's v3 API
+//! the Zerobus v1 service (server and client), the internal pod-to-pod
+//! services (`sluice.cluster.v1`, server and client) and the part of etcd's v3 API
 //! Sluice's own etcd client uses (client only).
 
 use std::path::PathBuf;
@@ -17,6 +18,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .bytes(".")
         .compile_protos(
             &[PathBuf::from("proto/zerobus.proto")],
+            &[PathBuf::from("proto"), include.clone()],
+        )?;
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(true)
+        .compile_protos(
+            &[PathBuf::from("proto/pstreams.proto")],
             &[PathBuf::from("proto"), include.clone()],
         )?;
     tonic_prost_build::configure()

@@ -9,6 +9,9 @@
 //! - any other request (the OAuth token endpoint, the tables API, health) goes to the next
 //!   ready pod in turn: every pod serves the same catalog from the meta store.
 //!
+//! Calls to the internal pod-to-pod services (`/sluice.cluster.v1.*`) are never relayed:
+//! gRPC UNIMPLEMENTED, HTTP 404.
+//!
 //! Membership comes from the meta store every [`REFRESH_INTERVAL`]; pods that are draining,
 //! whose report is older than [`STALE_AFTER_MS`], or that refused a connection in the last
 //! [`SUSPECT_FOR`] are not placed on. With no pod available a gRPC call gets UNAVAILABLE (the
@@ -37,6 +40,9 @@ use crate::meta::Meta;
 use crate::placement::{Placer, Policy};
 use crate::pod_record::{now_ms, PodRecord};
 
+/// Path prefix of the internal pod-to-pod gRPC services, which the router
+/// never relays (pods call each other directly).
+pub const INTERNAL_PREFIX: &str = "/sluice.cluster.v1.";
 /// How often the router reloads the pod list.
 pub const REFRESH_INTERVAL: Duration = Duration::from_millis(250);
 /// A pod whose last report is older than this is not placed on.
@@ -158,6 +164,9 @@ impl Router {
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|ct| ct.starts_with("application/grpc"));
+        if req.uri().path().starts_with(INTERNAL_PREFIX) {
+            return refused(grpc);
+        }
         let pod = if grpc {
             self.place_stream()
         } else {
@@ -198,6 +207,20 @@ impl Router {
             }
         }
     }
+}
+
+/// A call to an internal pod-to-pod service: never relayed (gRPC
+/// UNIMPLEMENTED, or HTTP 404).
+fn refused(grpc: bool) -> Response<ProxyBody> {
+    let message = "internal pod-to-pod services are not served through the router";
+    let mut resp = unavailable(grpc, message);
+    if grpc {
+        resp.headers_mut()
+            .insert("grpc-status", HeaderValue::from_static("12"));
+    } else {
+        *resp.status_mut() = StatusCode::NOT_FOUND;
+    }
+    resp
 }
 
 /// A gRPC trailers-only UNAVAILABLE, or an HTTP 503.

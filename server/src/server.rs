@@ -9,6 +9,7 @@ use sluice_proto::zerobus_server::ZerobusServer;
 use tokio::net::TcpListener;
 
 use crate::cluster::load::LoadReporter;
+use crate::cluster::pstreams_grpc::PersistentStreamsService;
 use crate::cluster::Membership;
 use crate::config::ServeConfig;
 use crate::error::{Result, ServerError};
@@ -37,7 +38,11 @@ pub async fn run(
     let grpc = ZerobusServer::new(IngestService::new(pod.clone()))
         .max_decoding_message_size(pod.config.max_message_bytes)
         .max_encoding_message_size(pod.config.max_message_bytes);
-    let app = tonic::service::Routes::new(grpc)
+    let mut routes = tonic::service::Routes::new(grpc);
+    if pod.config.cluster.is_some() {
+        routes = routes.add_service(PersistentStreamsService::new(pod.clone()));
+    }
+    let app = routes
         .into_axum_router()
         .merge(crate::http::router(pod.clone()));
     let tls = options.tls.is_some();
@@ -64,6 +69,8 @@ pub async fn run(
                     stopping.drain_grace(),
                 )
                 .await;
+                // Before the pod exits: resumes elsewhere proceed at once, not fenced.
+                crate::ingest::handover::release_all(&stopping).await;
             }
             None => shutdown.await,
         }

@@ -94,6 +94,12 @@ impl Authenticator {
             },
             Ok(c) => c,
         };
+        // Pod-to-pod tokens open internal services only.
+        if claims.peer {
+            return Err(ServerError::PermissionDenied(
+                "peer token: pod-to-pod tokens are not accepted here".into(),
+            ));
+        }
         // A deleted principal's tokens stop working at once, on every API.
         if self.catalog.principal(&claims.sub)?.is_none() {
             return Err(ServerError::Unauthenticated(format!(

@@ -40,6 +40,10 @@ pub struct Claims {
     pub select: Vec<String>,
     /// Whether the token may manage the catalog.
     pub admin: bool,
+    /// A pod-to-pod token (`crate::cluster::peer_auth`): only internal
+    /// services accept it, every user-facing gate refuses it.
+    #[serde(default)]
+    pub peer: bool,
 }
 
 impl Claims {
@@ -154,6 +158,20 @@ impl TokenSigner {
         select: Vec<String>,
         admin: bool,
     ) -> Result<String> {
+        let now = now_millis() / 1000;
+        self.sign(&Claims {
+            sub: sub.to_string(),
+            iat: now,
+            exp: now + self.ttl.as_secs() as i64,
+            tables,
+            select,
+            admin,
+            peer: false,
+        })
+    }
+
+    /// Signs `claims` with the newest key.
+    pub fn sign(&self, claims: &Claims) -> Result<String> {
         let (kid, key) = self
             .keys
             .read()
@@ -161,21 +179,12 @@ impl TokenSigner {
             .last()
             .cloned()
             .ok_or_else(|| ServerError::Internal("no signing key".into()))?;
-        let now = now_millis() / 1000;
-        let claims = Claims {
-            sub: sub.to_string(),
-            iat: now,
-            exp: now + self.ttl.as_secs() as i64,
-            tables,
-            select,
-            admin,
-        };
         let header = Header {
             alg: "HS256".into(),
             typ: "JWT".into(),
             kid,
         };
-        let signing_input = format!("{}.{}", b64_json(&header)?, b64_json(&claims)?);
+        let signing_input = format!("{}.{}", b64_json(&header)?, b64_json(claims)?);
         let sig = mac(&key, signing_input.as_bytes())?;
         Ok(format!("{signing_input}.{}", URL_SAFE_NO_PAD.encode(sig)))
     }

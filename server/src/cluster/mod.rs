@@ -1,5 +1,7 @@
 //! A pod's part in a cluster (`sluice serve --join etcd://…`): its registration and load
-//! reports in the meta store, and the drain sequence.
+//! reports in the meta store, the drain sequence, pod-to-pod tokens (`peer_auth`) and the
+//! internal `sluice.cluster.v1.PersistentStreams` service (`pstreams_grpc`, served;
+//! `pstreams_peers`, called).
 //!
 //! Drain (on `sluice pod drain POD` or SIGTERM):
 //! 1. publish `draining` (routers stop placing new streams here within one refresh);
@@ -8,9 +10,13 @@
 //!    stops sending, collects its acks and reconnects through the router to another pod;
 //! 4. when no stream is left (or the grace ran out, plus a margin) the pod stops: streams
 //!    still open get their final acks and UNAVAILABLE, memtables are committed, and the WAL,
-//!    now wholly in Delta, is deleted: the pod exits with an empty WAL.
+//!    now wholly in Delta, is deleted: the pod exits with an empty WAL. Before that the pod
+//!    releases every persistent stream it owns (`ingest::handover::release_all`).
 
 pub mod load;
+pub mod peer_auth;
+pub mod pstreams_grpc;
+pub mod pstreams_peers;
 
 use std::time::Duration;
 

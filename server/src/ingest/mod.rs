@@ -1,6 +1,7 @@
 //! The Zerobus gRPC service: stream set-up, per-stream ingest loops, acks.
 
 mod acks;
+pub mod handover;
 mod inbound;
 mod open;
 mod persistent;

@@ -17,10 +17,13 @@ use crate::auth::kek::pod_kek;
 use crate::auth::Authenticator;
 use crate::catalog::{Catalog, EtcdStore};
 use crate::cluster::load::LoadCounters;
+use crate::cluster::pstreams_peers::PeerStreams;
 use crate::config::{AuthMode, ServeConfig};
 use crate::error::{Result, ServerError};
 use crate::journal::{replay, StreamRegistry};
-use crate::pstreams::{FileStreamStore, PersistentStreams};
+use crate::pstreams::{
+    EtcdStreamStore, FileStreamStore, PersistentStreamStore, PersistentStreams, StreamPeers,
+};
 use crate::sink::Sinks;
 use crate::warehouse::Warehouse;
 
@@ -68,7 +71,7 @@ impl Pod {
             let sink = open_sink(&warehouse, &entry, &wal, &config).await?;
             sinks.insert(Arc::new(sink))?;
         }
-        let pstreams = open_pstreams(&config)?;
+        let pstreams = open_pstreams(&config, &auth).await?;
         let replayed = replay(&wal, &sinks, &streams)?;
         for (id, (offset, lsn)) in &replayed.persistent {
             pstreams.wal_logged(id, *offset, *lsn);
@@ -140,15 +143,31 @@ async fn open_catalog(config: &ServeConfig) -> Result<Catalog> {
     }
 }
 
-/// The persistent stream registry in the data directory, owned by this pod's id.
-fn open_pstreams(config: &ServeConfig) -> Result<Arc<PersistentStreams>> {
-    let pod_id = config
-        .cluster
-        .as_ref()
-        .map(|c| c.pod_id.clone())
-        .unwrap_or_else(|| super::SINGLE_NODE_POD_ID.to_string());
-    let store = FileStreamStore::open(&config.data_dir)?;
-    Ok(Arc::new(PersistentStreams::new(Box::new(store), pod_id)))
+/// The persistent stream registry: in etcd with the other pods as peers when the pod joins
+/// a cluster (owned by its `--pod-id`), else in the data directory (owner `single-node`).
+async fn open_pstreams(
+    config: &ServeConfig,
+    auth: &Arc<Authenticator>,
+) -> Result<Arc<PersistentStreams>> {
+    let Some(cluster) = &config.cluster else {
+        let store = FileStreamStore::open(&config.data_dir)?;
+        return Ok(Arc::new(PersistentStreams::new(
+            Box::new(store),
+            super::SINGLE_NODE_POD_ID,
+            None,
+        )));
+    };
+    let meta = sluice_router::Meta::connect(&cluster.join)
+        .await
+        .map_err(|e| ServerError::Unavailable(format!("meta store: {e}")))?;
+    let store: Box<dyn PersistentStreamStore> = Box::new(EtcdStreamStore::new(meta.clone()));
+    let peers: Box<dyn StreamPeers> =
+        Box::new(PeerStreams::new(meta, auth.clone(), cluster.pod_id.clone()));
+    Ok(Arc::new(PersistentStreams::new(
+        store,
+        cluster.pod_id.clone(),
+        Some(peers),
+    )))
 }
 
 /// The WAL in `<data-dir>/wal`, recovered up to its last whole frame.
