@@ -1,7 +1,7 @@
 //! One real `sluice serve` process on a free loopback port, with OAuth on and a bootstrap
 //! admin principal, its data dir in a temporary directory; and the `sluice` CLI against it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -34,6 +34,36 @@ pub fn free_port() -> Result<u16, HarnessError> {
         .local_addr()
         .map_err(HarnessError::io("port address"))?
         .port())
+}
+
+/// Waits until `url` answers 2xx; fails (with the log at `log`) when `child` exits first or
+/// `timeout` passes.
+pub async fn wait_healthy(
+    child: &mut Child,
+    url: &str,
+    log: &Path,
+    timeout: Duration,
+) -> Result<(), HarnessError> {
+    let deadline = Instant::now() + timeout;
+    let client = reqwest::Client::new();
+    let failed = |reason: String| HarnessError::ServerStart {
+        reason,
+        log: std::fs::read_to_string(log).unwrap_or_default(),
+    };
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(failed(format!("exited with {status}")));
+        }
+        if let Ok(response) = client.get(url).send().await {
+            if response.status().is_success() {
+                return Ok(());
+            }
+        }
+        if Instant::now() >= deadline {
+            return Err(failed(format!("no answer on {url}")));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// A running `sluice serve`; SIGKILLed when dropped.
@@ -83,30 +113,9 @@ impl Sluice {
     }
 
     async fn wait_healthy(&mut self) -> Result<(), HarnessError> {
-        let deadline = Instant::now() + START_TIMEOUT;
-        let client = reqwest::Client::new();
         let url = format!("{}/healthz", self.url);
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return Err(self.start_error(format!("exited with {status}")));
-            }
-            if let Ok(response) = client.get(&url).send().await {
-                if response.status().is_success() {
-                    return Ok(());
-                }
-            }
-            if Instant::now() >= deadline {
-                return Err(self.start_error(format!("no answer on {url}")));
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    fn start_error(&self, reason: String) -> HarnessError {
-        HarnessError::ServerStart {
-            reason,
-            log: self.log(),
-        }
+        let log = self.dir.path().join("server.log");
+        wait_healthy(&mut self.child, &url, &log, START_TIMEOUT).await
     }
 
     /// The server's log so far.
