@@ -3,7 +3,7 @@
 //! data dir, or drained), a `sluice router` in front, and the owner of a persistent stream
 //! read from the registry in etcd (`/sluice/pstreams/<id>`).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -11,7 +11,9 @@ use databricks_zerobus_ingest_sdk::ZerobusSdk;
 use sluice_proto::etcd::etcdserverpb::kv_client::KvClient;
 use sluice_proto::etcd::etcdserverpb::RangeRequest;
 
-use crate::sluice::{free_port, sdk_at, sluice_bin, wait_healthy, CLIENT_ID, CLIENT_SECRET};
+use crate::sluice::{
+    create_table_at, free_port, sdk_at, sluice_bin, wait_healthy, CLIENT_ID, CLIENT_SECRET,
+};
 use crate::HarnessError;
 
 /// The key-encryption key every pod of the test cluster shares (32 bytes, base64).
@@ -224,41 +226,14 @@ impl Cluster {
         sdk_at(&self.router_url)
     }
 
-    /// Runs the `sluice` CLI (as the admin, against the router).
-    pub fn cli(&self, args: &[&str]) -> Result<String, HarnessError> {
-        let out = Command::new(sluice_bin())
-            .args(args)
-            .env("SLUICE_SERVER", &self.router_url)
-            .env("SLUICE_CLIENT_ID", CLIENT_ID)
-            .env("SLUICE_CLIENT_SECRET", CLIENT_SECRET)
-            .env("RUST_BACKTRACE", "0")
-            .output()
-            .map_err(HarnessError::io("run the sluice CLI"))?;
-        if !out.status.success() {
-            return Err(HarnessError::Cli {
-                args: args.join(" "),
-                stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-            });
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    }
-
-    /// Creates table `name` with `columns` in the shared warehouse; returns its location.
+    /// Creates table `name` with `columns` in the cluster's dir; returns its location.
     pub fn create_table(&self, name: &str, columns: &str) -> Result<String, HarnessError> {
-        let location = format!(
-            "file://{}",
-            self.dir.path().join("tables").join(name).display()
-        );
-        self.cli(&[
-            "table",
-            "create",
+        create_table_at(
+            &self.router_url,
+            &self.dir.path().join("tables"),
             name,
-            "--columns",
             columns,
-            "--location",
-            &location,
-        ])?;
-        Ok(location)
+        )
     }
 
     /// The pod that owns persistent stream `id` in the registry (None: released).
@@ -314,11 +289,6 @@ impl Cluster {
         }
         all.push_str(&format!("--- router ---\n{}\n", tail(&self.router.log())));
         all
-    }
-
-    /// Where the cluster's files are.
-    pub fn dir(&self) -> &Path {
-        self.dir.path()
     }
 }
 

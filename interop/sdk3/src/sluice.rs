@@ -125,40 +125,13 @@ impl Sluice {
 
     /// Runs the `sluice` CLI against this server as the admin.
     pub fn cli(&self, args: &[&str]) -> Result<String, HarnessError> {
-        let out = Command::new(sluice_bin())
-            .args(args)
-            .env("SLUICE_SERVER", &self.url)
-            .env("SLUICE_CLIENT_ID", CLIENT_ID)
-            .env("SLUICE_CLIENT_SECRET", CLIENT_SECRET)
-            .env("RUST_BACKTRACE", "0")
-            .output()
-            .map_err(HarnessError::io("run the sluice CLI"))?;
-        if !out.status.success() {
-            return Err(HarnessError::Cli {
-                args: args.join(" "),
-                stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-            });
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        cli_at(&self.url, args)
     }
 
     /// Creates `name` (catalog.schema.table) with `columns` in this server's temporary dir and
     /// returns its location (a `file://` URL).
     pub fn create_table(&self, name: &str, columns: &str) -> Result<String, HarnessError> {
-        let location = format!(
-            "file://{}",
-            self.dir.path().join("tables").join(name).display()
-        );
-        self.cli(&[
-            "table",
-            "create",
-            name,
-            "--columns",
-            columns,
-            "--location",
-            &location,
-        ])?;
-        Ok(location)
+        create_table_at(&self.url, &self.dir.path().join("tables"), name, columns)
     }
 
     /// An official SDK 3.0.0 client for this server (plain-text gRPC; OAuth against the
@@ -166,6 +139,49 @@ impl Sluice {
     pub fn sdk(&self) -> Result<ZerobusSdk, HarnessError> {
         sdk_at(&self.url)
     }
+}
+
+/// Runs the `sluice` CLI against the server (or router) at `url` as the admin; its stdout.
+pub fn cli_at(url: &str, args: &[&str]) -> Result<String, HarnessError> {
+    let out = Command::new(sluice_bin())
+        .args(args)
+        .env("SLUICE_SERVER", url)
+        .env("SLUICE_CLIENT_ID", CLIENT_ID)
+        .env("SLUICE_CLIENT_SECRET", CLIENT_SECRET)
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .map_err(HarnessError::io("run the sluice CLI"))?;
+    if !out.status.success() {
+        return Err(HarnessError::Cli {
+            args: args.join(" "),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Creates `name` with `columns` through the server at `url`, its files under `tables`;
+/// returns its location (a `file://` URL).
+pub fn create_table_at(
+    url: &str,
+    tables: &Path,
+    name: &str,
+    columns: &str,
+) -> Result<String, HarnessError> {
+    let location = format!("file://{}", tables.join(name).display());
+    cli_at(
+        url,
+        &[
+            "table",
+            "create",
+            name,
+            "--columns",
+            columns,
+            "--location",
+            &location,
+        ],
+    )?;
+    Ok(location)
 }
 
 /// An official SDK 3.0.0 client for the Zerobus endpoint at `url`, which also serves the

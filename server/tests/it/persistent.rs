@@ -18,20 +18,12 @@ use tonic::Code;
 use crate::auth::{newest_key, signed_token};
 use crate::harness::{Server, CLIENT_ID};
 use crate::persistent_raw::{
-    assert_each_once, create, create_stream, record, refused, resume, resume_stream, retire,
+    assert_each_once, call, create, create_stream, record, refused, resume, resume_stream, retire,
     wait_acked, Conn, Opened,
 };
 use crate::raw::{descriptor, Call};
 
 const COLUMNS: &str = "id BIGINT NOT NULL, note STRING";
-
-fn call<'a>(server: &'a Server, table: &'a str, token: &'a str) -> Call<'a> {
-    Call {
-        url: &server.url,
-        table,
-        token: Some(token),
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resumed_persistent_stream_continues_its_offsets_and_drops_resent_records() {

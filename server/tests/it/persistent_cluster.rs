@@ -16,7 +16,6 @@
 //! Pods flush every 60 s, so acked records stay in the owner's WAL until a release, a drain
 //! or a restart commits them: the moves, not the timer, must make them durable in Delta.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use sluice_proto::cluster::persistent_streams_client::PersistentStreamsClient;
@@ -24,42 +23,15 @@ use sluice_proto::cluster::ReleaseRequest;
 use sluice_proto::RecordType;
 use tonic::Code;
 
-use crate::cluster_harness::{wait_for_pods, Etcd, Router};
+use crate::cluster_harness::{drain_pod, start_cluster, wait_for_pods, Router};
 use crate::harness::Server;
 use crate::persistent_raw::{
-    assert_each_once, create_stream, record, refused, resume, resume_stream, retire, wait_acked,
-    Conn, Opened,
+    assert_each_once, call, create_stream, record, refused, resume, resume_stream, retire,
+    wait_acked, Conn, Opened,
 };
 use crate::raw::Call;
 
 const COLUMNS: &str = "id BIGINT NOT NULL, note STRING";
-
-async fn start_pod(root: &Path, id: &str, join: &str, warehouse: &Path) -> Server {
-    let warehouse = warehouse.to_str().expect("utf-8 path");
-    Server::start_with_args(
-        &root.join(id),
-        "60s",
-        &[
-            "--join",
-            join,
-            "--pod-id",
-            id,
-            "--warehouse",
-            warehouse,
-            "--drain-grace",
-            "2s",
-        ],
-    )
-    .await
-}
-
-fn call<'a>(pod: &'a Server, table: &'a str, token: &'a str) -> Call<'a> {
-    Call {
-        url: &pod.url,
-        table,
-        token: Some(token),
-    }
-}
 
 /// Resumes `id` on `pod`, retrying UNAVAILABLE (fenced, or moved meanwhile) for up to 60 s.
 async fn resume_when_unfenced(
@@ -103,16 +75,10 @@ async fn persistent_streams_move_between_pods_exactly_once_and_are_fenced_while_
 {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path();
-    let warehouse = root.join("warehouse");
-    let etcd = Etcd::start(&root.join("etcd")).await;
+    // Flush every 60 s: only moves, drains and restarts commit.
+    let (etcd, [mut pod_a, mut pod_b, mut pod_c]) =
+        start_cluster(root, ["pod-a", "pod-b", "pod-c"], "60s", "2s").await;
     let join = etcd.join.clone();
-    let mut pod_a = start_pod(root, "pod-a", &join, &warehouse).await;
-    let mut pod_b = start_pod(root, "pod-b", &join, &warehouse).await;
-    let mut pod_c = start_pod(root, "pod-c", &join, &warehouse).await;
-    wait_for_pods(&join, Duration::from_secs(10), "3 pods registered", |p| {
-        p.len() == 3
-    })
-    .await;
     let t = "main.pxpod.moves";
     let location = pod_a.create_table_at(t, COLUMNS).await;
     let admin = pod_a.token().await;
@@ -214,19 +180,7 @@ async fn persistent_streams_move_between_pods_exactly_once_and_are_fenced_while_
     let (held, drained_id) = create_stream(call(&pod_a, d, &admin), d).await;
     assert!(held.send((0..50).map(record)).await);
     wait_acked(&held, 49).await;
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["pod", "drain", "pod-a", "--join", &join, "--timeout", "60s"])
-        .output()
-        .expect("run sluice pod drain");
-    assert!(
-        out.status.success(),
-        "pod drain failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        pod_a.wait_exit(Duration::from_secs(30)),
-        "pod-a exits cleanly"
-    );
+    drain_pod(&join, &mut pod_a, "pod-a");
     let _ = held.finish().await;
     let resumed_at = Instant::now();
     let (after, watermark) = resume_stream(call(&pod_b, d, &admin), &drained_id).await;

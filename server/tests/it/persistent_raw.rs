@@ -18,6 +18,7 @@ use sluice_proto::{
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
+use crate::harness::Server;
 use crate::moto::python_read;
 use crate::raw::{request, Call};
 use tonic::Code;
@@ -228,4 +229,13 @@ pub fn assert_each_once(location: &str, n: i64) {
     assert_eq!(s["polars_rows"], n, "{s}");
     assert_eq!(s["polars_distinct_ids"], n, "{s}");
     assert_eq!(s["polars_id_sum"], n * (n - 1) / 2, "{s}");
+}
+
+/// A call to `server` for `table` with bearer `token`.
+pub fn call<'a>(server: &'a Server, table: &'a str, token: &'a str) -> Call<'a> {
+    Call {
+        url: &server.url,
+        table,
+        token: Some(token),
+    }
 }
