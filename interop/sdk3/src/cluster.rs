@@ -281,6 +281,14 @@ impl Cluster {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
+    /// How many lines of all pods' logs contain `needle`.
+    pub fn pod_log_lines(&self, needle: &str) -> usize {
+        self.pods
+            .iter()
+            .map(|p| p.log().lines().filter(|l| l.contains(needle)).count())
+            .sum()
+    }
+
     /// Every pod's log and the router's, for a failure message.
     pub fn logs(&self) -> String {
         let mut all = String::new();

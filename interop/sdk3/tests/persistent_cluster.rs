@@ -145,6 +145,13 @@ async fn given_sdk3_persistent_stream_in_a_cluster_when_its_owner_is_killed_and_
         started.elapsed().as_secs_f64()
     );
 
+    // The moves went through the owners: releases asked over the internal service.
+    let releases = cluster.pod_log_lines("release of a persistent stream asked");
+    let resumes = cluster.pod_log_lines("persistent stream resumed");
+    println!("{resumes} resumes, {releases} releases asked");
+    assert!(resumes > kills, "the SDK resumed after every fault");
+    assert!(releases >= 1, "at least the drain's move was a release");
+
     let read = read_notes_when(&location, total as u64, Duration::from_secs(60))
         .await
         .expect("read the table");

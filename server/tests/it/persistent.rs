@@ -21,7 +21,7 @@ use crate::persistent_raw::{
     assert_each_once, call, create, create_stream, record, refused, resume, resume_stream, retire,
     wait_acked, Conn, Opened,
 };
-use crate::raw::{descriptor, Call};
+use crate::raw::descriptor;
 
 const COLUMNS: &str = "id BIGINT NOT NULL, note STRING";
 

@@ -29,7 +29,6 @@ use crate::persistent_raw::{
     assert_each_once, call, create_stream, record, refused, resume, resume_stream, retire,
     wait_acked, Conn, Opened,
 };
-use crate::raw::Call;
 
 const COLUMNS: &str = "id BIGINT NOT NULL, note STRING";
 
