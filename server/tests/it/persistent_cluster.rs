@@ -9,6 +9,7 @@
 //! - a retire from a pod that does not own the stream ends the owner's connection
 //!   (FAILED_PRECONDITION), is idempotent, and the stream never resumes anywhere;
 //! - a drained owner releases its streams: a resume elsewhere proceeds without fencing;
+//! - `sluice pod forget` is refused while the pod is registered, then clears its ownership;
 //! - `Release` refuses callers without a peer token (no token, a user token) and is not
 //!   relayed by the router;
 //! - every record exactly once in Delta (polars).
@@ -193,8 +194,39 @@ async fn persistent_streams_move_between_pods_exactly_once_and_are_fenced_while_
     assert_eq!(after.finish().await.map(|s| s.code()), None);
 
     // pod-b and pod-c stop gracefully (commit); each record once in Delta.
+    // A pod lost for good: `sluice pod forget` is refused while it is registered, then clears
+    // its ownership; the stream resumes elsewhere from Delta, the dead pod's records lost.
+    let f = "main.pxpod.forget";
+    pod_c.create_table_at(f, COLUMNS).await;
+    let (lost, lost_id) = create_stream(call(&pod_c, f, &admin), f).await;
+    assert!(lost.send((0..20).map(record)).await);
+    wait_acked(&lost, 19).await;
+    pod_c.kill();
+    drop(lost);
+    let forget = |expect_ok: bool| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["pod", "forget", "pod-c", "--join", &join])
+            .output()
+            .expect("run sluice pod forget");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.success(), expect_ok, "pod forget: {text}");
+        text
+    };
+    assert!(forget(false).contains("is registered"));
+    wait_for_pods(&join, Duration::from_secs(15), "pod-c gone", |p| {
+        p.iter().all(|p| p["id"] != "pod-c")
+    })
+    .await;
+    assert!(forget(true).contains("1 persistent stream"));
+    let (moved, watermark) = resume_stream(call(&pod_b, f, &admin), &lost_id).await;
+    assert_eq!(watermark, None, "only the forgotten pod's WAL held 0..20");
+    assert_eq!(moved.finish().await.map(|s| s.code()), None);
+
     pod_b.terminate();
-    pod_c.terminate();
     assert_each_once(&location, 300);
     assert_each_once(&drained_location, 80);
     drop(router);
