@@ -24,7 +24,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build_client(true)
         .build_server(true)
         .compile_protos(
-            &[PathBuf::from("proto/cluster.proto")],
+            &[
+                PathBuf::from("proto/cluster.proto"),
+                PathBuf::from("proto/pstreams.proto"),
+            ],
             &[PathBuf::from("proto"), include.clone()],
         )?;
     tonic_prost_build::configure()

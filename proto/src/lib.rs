@@ -4,7 +4,7 @@
 //!   kept wire-identical to what the official Zerobus SDKs speak: the types, the server
 //!   trait and a client (used by tests and the bench);
 //! - [`cluster`]: Sluice's internal pod-to-pod services (`sluice.cluster.v1`,
-//!   `proto/cluster.proto`): server and client;
+//!   `proto/cluster.proto`, `proto/pstreams.proto`): server and client;
 //! - [`etcd`]: the part of etcd's v3 API the router crate's etcd client speaks
 //!   (`proto/etcd/`, etcd's own package, message names and field numbers): client only.
 //!

@@ -11,6 +11,7 @@ use tokio::net::TcpListener;
 use crate::audit::{Action, AuditEvent};
 use crate::cluster::committer_grpc::CommitterService;
 use crate::cluster::load::LoadReporter;
+use crate::cluster::pstreams_grpc::PersistentStreamsService;
 use crate::cluster::Membership;
 use crate::config::ServeConfig;
 use crate::error::{Result, ServerError};
@@ -42,6 +43,9 @@ pub async fn run(
     let mut routes = tonic::service::Routes::new(grpc);
     if let Some(roles) = &pod.roles {
         routes = routes.add_service(CommitterService::new(roles.clone(), pod.auth.clone()));
+    }
+    if pod.config.cluster.is_some() {
+        routes = routes.add_service(PersistentStreamsService::new(pod.clone()));
     }
     let app = routes
         .into_axum_router()
@@ -86,6 +90,8 @@ pub async fn run(
                     stopping.drain_grace(),
                 )
                 .await;
+                // Before the pod exits: resumes elsewhere proceed at once, not fenced.
+                crate::ingest::handover::release_all(&stopping).await;
             }
             None => shutdown.await,
         }

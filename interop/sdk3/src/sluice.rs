@@ -1,7 +1,7 @@
 //! One real `sluice serve` process on a free loopback port, with OAuth on and a bootstrap
 //! admin principal, its data dir in a temporary directory; and the `sluice` CLI against it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -34,6 +34,36 @@ pub fn free_port() -> Result<u16, HarnessError> {
         .local_addr()
         .map_err(HarnessError::io("port address"))?
         .port())
+}
+
+/// Waits until `url` answers 2xx; fails (with the log at `log`) when `child` exits first or
+/// `timeout` passes.
+pub async fn wait_healthy(
+    child: &mut Child,
+    url: &str,
+    log: &Path,
+    timeout: Duration,
+) -> Result<(), HarnessError> {
+    let deadline = Instant::now() + timeout;
+    let client = reqwest::Client::new();
+    let failed = |reason: String| HarnessError::ServerStart {
+        reason,
+        log: std::fs::read_to_string(log).unwrap_or_default(),
+    };
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(failed(format!("exited with {status}")));
+        }
+        if let Ok(response) = client.get(url).send().await {
+            if response.status().is_success() {
+                return Ok(());
+            }
+        }
+        if Instant::now() >= deadline {
+            return Err(failed(format!("no answer on {url}")));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// A running `sluice serve`; SIGKILLed when dropped.
@@ -83,30 +113,9 @@ impl Sluice {
     }
 
     async fn wait_healthy(&mut self) -> Result<(), HarnessError> {
-        let deadline = Instant::now() + START_TIMEOUT;
-        let client = reqwest::Client::new();
         let url = format!("{}/healthz", self.url);
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return Err(self.start_error(format!("exited with {status}")));
-            }
-            if let Ok(response) = client.get(&url).send().await {
-                if response.status().is_success() {
-                    return Ok(());
-                }
-            }
-            if Instant::now() >= deadline {
-                return Err(self.start_error(format!("no answer on {url}")));
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    fn start_error(&self, reason: String) -> HarnessError {
-        HarnessError::ServerStart {
-            reason,
-            log: self.log(),
-        }
+        let log = self.dir.path().join("server.log");
+        wait_healthy(&mut self.child, &url, &log, START_TIMEOUT).await
     }
 
     /// The server's log so far.
@@ -116,40 +125,13 @@ impl Sluice {
 
     /// Runs the `sluice` CLI against this server as the admin.
     pub fn cli(&self, args: &[&str]) -> Result<String, HarnessError> {
-        let out = Command::new(sluice_bin())
-            .args(args)
-            .env("SLUICE_SERVER", &self.url)
-            .env("SLUICE_CLIENT_ID", CLIENT_ID)
-            .env("SLUICE_CLIENT_SECRET", CLIENT_SECRET)
-            .env("RUST_BACKTRACE", "0")
-            .output()
-            .map_err(HarnessError::io("run the sluice CLI"))?;
-        if !out.status.success() {
-            return Err(HarnessError::Cli {
-                args: args.join(" "),
-                stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-            });
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        cli_at(&self.url, args)
     }
 
     /// Creates `name` (catalog.schema.table) with `columns` in this server's temporary dir and
     /// returns its location (a `file://` URL).
     pub fn create_table(&self, name: &str, columns: &str) -> Result<String, HarnessError> {
-        let location = format!(
-            "file://{}",
-            self.dir.path().join("tables").join(name).display()
-        );
-        self.cli(&[
-            "table",
-            "create",
-            name,
-            "--columns",
-            columns,
-            "--location",
-            &location,
-        ])?;
-        Ok(location)
+        create_table_at(&self.url, &self.dir.path().join("tables"), name, columns)
     }
 
     /// An official SDK 3.0.0 client for this server (plain-text gRPC; OAuth against the
@@ -157,6 +139,49 @@ impl Sluice {
     pub fn sdk(&self) -> Result<ZerobusSdk, HarnessError> {
         sdk_at(&self.url)
     }
+}
+
+/// Runs the `sluice` CLI against the server (or router) at `url` as the admin; its stdout.
+pub fn cli_at(url: &str, args: &[&str]) -> Result<String, HarnessError> {
+    let out = Command::new(sluice_bin())
+        .args(args)
+        .env("SLUICE_SERVER", url)
+        .env("SLUICE_CLIENT_ID", CLIENT_ID)
+        .env("SLUICE_CLIENT_SECRET", CLIENT_SECRET)
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .map_err(HarnessError::io("run the sluice CLI"))?;
+    if !out.status.success() {
+        return Err(HarnessError::Cli {
+            args: args.join(" "),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Creates `name` with `columns` through the server at `url`, its files under `tables`;
+/// returns its location (a `file://` URL).
+pub fn create_table_at(
+    url: &str,
+    tables: &Path,
+    name: &str,
+    columns: &str,
+) -> Result<String, HarnessError> {
+    let location = format!("file://{}", tables.join(name).display());
+    cli_at(
+        url,
+        &[
+            "table",
+            "create",
+            name,
+            "--columns",
+            columns,
+            "--location",
+            &location,
+        ],
+    )?;
+    Ok(location)
 }
 
 /// An official SDK 3.0.0 client for the Zerobus endpoint at `url`, which also serves the

@@ -1,11 +1,14 @@
 //! `sluice pod drain POD`: asks a pod, through the meta store, to drain, and
-//! waits until it has left the cluster.
+//! waits until it has left the cluster. `sluice pod forget POD`: clears a pod's
+//! ownership of persistent streams (a pod whose volume is lost for good).
 
 use std::time::Duration;
 
 use clap::Subcommand;
 use sluice_server::etcd_access::EtcdAccess;
-use sluice_server::Result;
+use sluice_server::pstreams::forget::forget_pod;
+use sluice_server::pstreams::EtcdStreamStore;
+use sluice_server::{Result, ServerError};
 
 use super::cluster::{connect_meta, meta_error};
 
@@ -29,17 +32,36 @@ pub enum PodCommand {
         #[arg(long, default_value = "120s", value_parser = humantime::parse_duration)]
         timeout: Duration,
     },
+    /// Forget a pod whose volume is lost for good: its persistent streams lose their owner,
+    /// so they resume on other pods from the watermark in Delta. The records only that pod's
+    /// WAL held (acked, not yet committed) are lost. Refused while the pod is registered.
+    Forget {
+        /// Pod id.
+        pod: String,
+        /// The meta store: etcd://HOST:PORT (etcds:// for TLS).
+        #[arg(long, env = "SLUICE_JOIN")]
+        join: String,
+        #[command(flatten)]
+        etcd: EtcdAccess,
+    },
 }
 
 /// Runs a pod command.
 pub async fn run(command: PodCommand) -> anyhow::Result<()> {
-    let PodCommand::Drain {
-        pod,
-        join,
-        etcd,
-        no_wait,
-        timeout,
-    } = command;
+    let (pod, join, etcd, no_wait, timeout) = match command {
+        PodCommand::Drain {
+            pod,
+            join,
+            etcd,
+            no_wait,
+            timeout,
+        } => (pod, join, etcd, no_wait, timeout),
+        PodCommand::Forget { pod, join, etcd } => {
+            let cleared = forget(&join, &etcd, &pod).await?;
+            println!("{pod} forgotten: {cleared} persistent stream(s) released");
+            return Ok(());
+        }
+    };
     let wait = (!no_wait).then_some(timeout);
     let left = drain(&join, &etcd, &pod, wait).await?;
     if no_wait {
@@ -79,4 +101,23 @@ pub async fn drain(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     Ok(false)
+}
+
+/// Clears pod `id`'s ownership of persistent streams; refused while `id` is registered (a
+/// live pod releases its streams itself). Returns how many streams it owned.
+pub async fn forget(join: &str, etcd: &EtcdAccess, id: &str) -> Result<usize> {
+    let meta = connect_meta(join, etcd).await?;
+    if meta
+        .pods()
+        .await
+        .map_err(meta_error)?
+        .iter()
+        .any(|p| p.id == id)
+    {
+        return Err(ServerError::FailedPrecondition(format!(
+            "pod {id} is registered: a live pod releases its streams itself (drain it); \
+             forget only a pod that will not come back"
+        )));
+    }
+    forget_pod(&EtcdStreamStore::new(meta), id).await
 }

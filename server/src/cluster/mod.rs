@@ -2,7 +2,9 @@
 //! reports in the meta store, the drain sequence, and the per-table committer roles
 //! (`election`: the etcd election; `roles`: the roles held and the route of hand-offs;
 //! `committer_grpc` / `handoff_wire` / `peer_client`: the internal
-//! `sluice.cluster.v1.Committer` service; `peer_auth`: pod-to-pod tokens).
+//! `sluice.cluster.v1.Committer` service; `peer_auth`: pod-to-pod tokens), and the
+//! internal `sluice.cluster.v1.PersistentStreams` service (`pstreams_grpc`, served;
+//! `pstreams_peers`, called).
 //!
 //! Drain (on `sluice pod drain POD` or SIGTERM):
 //! 1. publish `draining` (routers stop placing new streams here within one refresh);
@@ -11,7 +13,8 @@
 //!    stops sending, collects its acks and reconnects through the router to another pod;
 //! 4. when no stream is left (or the grace ran out, plus a margin) the pod stops: streams
 //!    still open get their final acks and UNAVAILABLE, memtables are committed, and the WAL,
-//!    now wholly in Delta, is deleted: the pod exits with an empty WAL.
+//!    now wholly in Delta, is deleted: the pod exits with an empty WAL. Before that the pod
+//!    releases every persistent stream it owns (`ingest::handover::release_all`).
 
 pub mod committer_grpc;
 pub mod election;
@@ -19,6 +22,8 @@ pub mod handoff_wire;
 pub mod load;
 pub mod peer_auth;
 pub mod peer_client;
+pub mod pstreams_grpc;
+pub mod pstreams_peers;
 pub mod roles;
 
 use std::time::Duration;

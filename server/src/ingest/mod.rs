@@ -1,6 +1,7 @@
 //! The Zerobus gRPC service: stream set-up, per-stream ingest loops, acks.
 
 mod acks;
+pub mod handover;
 mod inbound;
 pub(crate) mod open;
 mod persistent;

@@ -1,10 +1,11 @@
 //! Set-up of a persistent stream's connection: a create registers a new durable
 //! stream (offsets from 0); a resume checks the stream (exists, the caller may
-//! write its table, not retired, held by this pod, same record type, a
-//! descriptor compiling to the same plan), takes the stream's hold from any
-//! older connection, and answers the watermark — max(the Delta log's `txn` for
-//! the stream, the highest offset durable in this pod's WAL) — after which the
-//! stream expects watermark + 1.
+//! write its table, not retired, same record type, a descriptor compiling to
+//! the same plan), makes this pod its owner (`handover::take_over`: a release
+//! by the owner pod, or fenced), takes the stream's hold from any older
+//! connection, and answers the watermark — max(the Delta log's `txn` for the
+//! stream, the highest offset durable in this pod's WAL, what a releasing owner
+//! answered) — after which the stream expects watermark + 1.
 
 use std::sync::Arc;
 
@@ -13,6 +14,7 @@ use sluice_proto::{
 };
 use sluice_zeroparser::ProtoPlan;
 
+use super::handover::take_over;
 use super::open::{
     check_create, check_header, compile, log_open, record_format, table_sink, CheckedCreate,
     OpenedStream,
@@ -48,7 +50,8 @@ pub async fn create_persistent(
     let checked = check_create(pod, caller, header_table, inner).await?;
     let record = pod
         .pstreams
-        .create(&checked.table, checked.format, checked.descriptor.clone())?;
+        .create(&checked.table, checked.format, checked.descriptor.clone())
+        .await?;
     let attached = pod.pstreams.attach(&record.id).await?;
     let opened = log_open(pod, checked, Some(Arc::from(record.id.as_str()))).await?;
     tracing::info!(stream_id = %record.id, table = %record.table, "persistent stream created");
@@ -76,7 +79,7 @@ pub async fn resume_persistent(
             ))
         }
     };
-    let record = resumable(pod, caller, header_table, &id)?;
+    let record = resumable(pod, caller, header_table, &id).await?;
     let format = match resume.record_type {
         None => record.record_type.into(),
         given => record_format(given, "resume_stream")?,
@@ -93,9 +96,16 @@ pub async fn resume_persistent(
         RecordFormat::Json => None,
         RecordFormat::Proto => Some(resumed_plan(&record, resume.descriptor_proto, &sink)?),
     };
+    let released = take_over(pod, &id).await?;
     let attached = pod.pstreams.attach(&id).await?;
     // Retired (or moved) while this resume waited for the older connection to end.
-    resumable(pod, caller, header_table, &id)?;
+    let record = resumable(pod, caller, header_table, &id).await?;
+    if record.owner != pod.pod_id() {
+        return Err(ServerError::Unavailable(format!(
+            "resume_stream: persistent stream `{id}` moved to pod `{}` meanwhile; retry",
+            record.owner
+        )));
+    }
     let delta = sink.stream_txn(&id).await?;
     let wal = match pod.pstreams.wal_mark(&id) {
         Some((offset, lsn)) => {
@@ -104,7 +114,7 @@ pub async fn resume_persistent(
         }
         None => None,
     };
-    let watermark = delta.max(wal);
+    let watermark = delta.max(wal).max(released);
     let checked = CheckedCreate {
         table: record.table.clone(),
         sink,
@@ -116,7 +126,7 @@ pub async fn resume_persistent(
     if let Some(w) = watermark {
         opened.parser.resume_after(w);
     }
-    tracing::info!(stream_id = %id, ?watermark, ?delta, ?wal, "persistent stream resumed");
+    tracing::info!(stream_id = %id, ?watermark, ?delta, ?wal, ?released, "persistent stream resumed");
     Ok(PersistentOpened {
         opened,
         attached,
@@ -124,17 +134,16 @@ pub async fn resume_persistent(
     })
 }
 
-/// The record of stream `id` if the caller may resume (or retire) it here: it exists
-/// (NOT_FOUND), the table header names its table (INVALID_ARGUMENT), the caller may write
-/// its table (PERMISSION_DENIED), it is not retired (FAILED_PRECONDITION) and this pod
-/// holds it (UNAVAILABLE naming the owner).
-pub fn resumable(
+/// The record of stream `id` if the caller may resume it: it exists (NOT_FOUND), the
+/// table header names its table (INVALID_ARGUMENT), the caller may write its table
+/// (PERMISSION_DENIED) and it is not retired (FAILED_PRECONDITION).
+pub async fn resumable(
     pod: &Pod,
     caller: &Caller,
     header_table: Option<&str>,
     id: &str,
 ) -> Result<PersistentStreamRecord> {
-    let record = accessible(pod, caller, header_table, id, "resume_stream")?;
+    let record = accessible(pod, caller, header_table, id, "resume_stream").await?;
     if record.retired {
         return Err(ServerError::FailedPrecondition(format!(
             "resume_stream: persistent stream `{id}` was retired; a retired stream never \
@@ -144,26 +153,18 @@ pub fn resumable(
     Ok(record)
 }
 
-/// The record of stream `id` if it exists, belongs to the header's table, the caller may
-/// write that table, and this pod owns it.
-pub fn accessible(
+/// The record of stream `id` if it exists, belongs to the header's table and the caller
+/// may write that table (whichever pod owns it).
+pub async fn accessible(
     pod: &Pod,
     caller: &Caller,
     header_table: Option<&str>,
     id: &str,
     what: &str,
 ) -> Result<PersistentStreamRecord> {
-    let record = pod.pstreams.get(id)?;
+    let record = pod.pstreams.get(id).await?.record;
     check_header(header_table, &record.table, what)?;
     pod.auth.authorize_write(caller, &record.table)?;
-    if record.owner != pod.pod_id() {
-        return Err(ServerError::Unavailable(format!(
-            "{what}: persistent stream `{id}` is held by pod `{}`, not this pod `{}`; \
-             connect to that pod",
-            record.owner,
-            pod.pod_id()
-        )));
-    }
     Ok(record)
 }
 

@@ -1,7 +1,7 @@
 //! The tonic service: checks credentials, then hands each `EphemeralStream`
 //! and `PersistentStream` to its own task that answers through a bounded
 //! channel (a failed send means the client left); `RetireStream` is answered
-//! here.
+//! here (in a cluster, the owner pod is asked to end the stream's connection).
 
 use std::sync::Arc;
 
@@ -124,6 +124,20 @@ impl IngestService {
     }
 }
 
+/// Asks pod `owner` (another pod) to end retired stream `id`'s connection. Best effort:
+/// an owner that is down holds no connection, and the stream is retired either way.
+async fn end_elsewhere(pod: &Pod, owner: &str, id: &str) {
+    let Some(peers) = pod.pstreams.peers() else {
+        return;
+    };
+    if owner.is_empty() || owner == pod.pod_id() {
+        return;
+    }
+    if let Err(why) = peers.release(owner, id).await {
+        tracing::warn!(stream_id = %id, %owner, "the owner did not end the retired stream: {why}");
+    }
+}
+
 #[tonic::async_trait]
 impl Zerobus for IngestService {
     type EphemeralStreamStream = ResponseStream<EphemeralStreamResponse>;
@@ -166,7 +180,8 @@ impl Zerobus for IngestService {
             header_table.as_deref(),
             &id,
             "retire_stream",
-        )?;
+        )
+        .await?;
         if let Some(table) = retire.table_name.as_deref().map(str::trim) {
             if !table.is_empty() && !table.eq_ignore_ascii_case(&record.table) {
                 return Err(ServerError::InvalidArgument(format!(
@@ -176,7 +191,8 @@ impl Zerobus for IngestService {
                 .into());
             }
         }
-        self.pod.pstreams.retire(&id)?;
+        let retired = self.pod.pstreams.retire(&id).await?;
+        end_elsewhere(&self.pod, &retired.owner, &id).await;
         tracing::info!(stream_id = %id, table = %record.table, "persistent stream retired");
         Ok(Response::new(RetireStreamResponse {}))
     }

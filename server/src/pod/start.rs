@@ -19,12 +19,15 @@ use crate::auth::kek::pod_kek;
 use crate::auth::Authenticator;
 use crate::catalog::{Catalog, EtcdStore};
 use crate::cluster::load::LoadCounters;
+use crate::cluster::pstreams_peers::PeerStreams;
 use crate::cluster::roles::CommitRoles;
 use crate::commit::CommitterConfig;
 use crate::config::{AuthMode, ClusterConfig, ServeConfig};
 use crate::error::{Result, ServerError};
 use crate::journal::{replay, StreamRegistry};
-use crate::pstreams::{FileStreamStore, PersistentStreams};
+use crate::pstreams::{
+    EtcdStreamStore, FileStreamStore, PersistentStreamStore, PersistentStreams, StreamPeers,
+};
 use crate::sink::Sinks;
 use crate::warehouse::Warehouse;
 
@@ -68,9 +71,19 @@ impl Pod {
             config.upkeep.clone(),
             streams.clone(),
         );
-        let roles = match &config.cluster {
-            Some(cluster) => Some(start_roles(cluster, &config, auth.clone()).await?),
+        let meta = match &config.cluster {
+            Some(cluster) => Some(
+                Meta::connect(&cluster.join, &cluster.etcd.options()?)
+                    .await
+                    .map_err(|e| ServerError::Unavailable(format!("meta store: {e}")))?,
+            ),
             None => None,
+        };
+        let roles = match (&config.cluster, &meta) {
+            (Some(cluster), Some(meta)) => {
+                Some(start_roles(meta.clone(), cluster, &config, auth.clone()))
+            }
+            _ => None,
         };
         for entry in catalog.tables()? {
             let env = SinkEnv {
@@ -81,7 +94,7 @@ impl Pod {
             };
             sinks.insert(Arc::new(open_sink(env, &entry).await?))?;
         }
-        let pstreams = open_pstreams(&config)?;
+        let pstreams = open_pstreams(&config, &auth, meta)?;
         let replayed = replay(&wal, &sinks, &streams)?;
         for (id, (offset, lsn)) in &replayed.persistent {
             pstreams.wal_logged(id, *offset, *lsn);
@@ -146,25 +159,23 @@ impl Pod {
 }
 
 /// The committer roles of a cluster pod (election in etcd, hand-off routing).
-async fn start_roles(
+fn start_roles(
+    meta: Meta,
     cluster: &ClusterConfig,
     config: &ServeConfig,
     auth: Arc<Authenticator>,
-) -> Result<Arc<CommitRoles>> {
-    let meta = Meta::connect(&cluster.join, &cluster.etcd.options()?)
-        .await
-        .map_err(|e| ServerError::Unavailable(format!("meta store: {e}")))?;
+) -> Arc<CommitRoles> {
     let committer = CommitterConfig {
         interval: config.commit_interval,
         ..CommitterConfig::default()
     };
-    Ok(CommitRoles::start(
+    CommitRoles::start(
         meta,
         cluster.pod_id.clone(),
         cluster.advertise.clone(),
         auth,
         committer,
-    ))
+    )
 }
 
 /// The catalog: in etcd when the pod joins a cluster, else in the data dir.
@@ -182,15 +193,30 @@ async fn open_catalog(config: &ServeConfig) -> Result<Catalog> {
     }
 }
 
-/// The persistent stream registry in the data directory, owned by this pod's id.
-fn open_pstreams(config: &ServeConfig) -> Result<Arc<PersistentStreams>> {
-    let pod_id = config
-        .cluster
-        .as_ref()
-        .map(|c| c.pod_id.clone())
-        .unwrap_or_else(|| super::SINGLE_NODE_POD_ID.to_string());
-    let store = FileStreamStore::open(&config.data_dir)?;
-    Ok(Arc::new(PersistentStreams::new(Box::new(store), pod_id)))
+/// The persistent stream registry: in etcd (`meta`) with the other pods as peers when the
+/// pod joins a cluster (owned by its `--pod-id`), else in the data directory (owner
+/// `single-node`).
+fn open_pstreams(
+    config: &ServeConfig,
+    auth: &Arc<Authenticator>,
+    meta: Option<Meta>,
+) -> Result<Arc<PersistentStreams>> {
+    let (Some(cluster), Some(meta)) = (&config.cluster, meta) else {
+        let store = FileStreamStore::open(&config.data_dir)?;
+        return Ok(Arc::new(PersistentStreams::new(
+            Box::new(store),
+            super::SINGLE_NODE_POD_ID,
+            None,
+        )));
+    };
+    let store: Box<dyn PersistentStreamStore> = Box::new(EtcdStreamStore::new(meta.clone()));
+    let peers: Box<dyn StreamPeers> =
+        Box::new(PeerStreams::new(meta, auth.clone(), cluster.pod_id.clone()));
+    Ok(Arc::new(PersistentStreams::new(
+        store,
+        cluster.pod_id.clone(),
+        Some(peers),
+    )))
 }
 
 /// The WAL in `<data-dir>/wal`, recovered up to its last whole frame.

@@ -2,7 +2,9 @@
 //! mode 0600, every change written to a temporary file, fsync'd and renamed over the old
 //! one (as the catalog's file), so a crash leaves the old or the new registry, never a
 //! torn one. One process owns the data directory (the WAL's lock), so the records are
-//! cached in memory and the file is only read at open.
+//! cached in memory and the file is only read at open. Revisions live in memory only (one
+//! counter per process, every record at 1 after an open): they guard concurrent writes
+//! within the process, the only writer.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -10,7 +12,7 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-use super::record::{PersistentStreamRecord, PersistentStreamStore};
+use super::record::{PersistentStreamRecord, PersistentStreamStore, StoredStream};
 use crate::catalog::persist_file;
 use crate::error::{Result, ServerError};
 
@@ -22,6 +24,20 @@ pub const FILE_NAME: &str = "persistent-streams.json";
 struct Registry {
     /// Records by stream id.
     streams: BTreeMap<String, PersistentStreamRecord>,
+    /// Revisions by stream id (not stored).
+    #[serde(skip)]
+    revisions: BTreeMap<String, i64>,
+    /// The last revision handed out (not stored).
+    #[serde(skip)]
+    revision: i64,
+}
+
+impl Registry {
+    fn stored(&self, id: &str) -> Option<StoredStream> {
+        let record = self.streams.get(id)?.clone();
+        let revision = self.revisions.get(id).copied().unwrap_or(1);
+        Some(StoredStream { record, revision })
+    }
 }
 
 /// The registry file of one data directory.
@@ -34,13 +50,14 @@ impl FileStreamStore {
     /// Opens (reads) the registry in `data_dir`; a missing file is an empty registry.
     pub fn open(data_dir: &Path) -> Result<FileStreamStore> {
         let path = data_dir.join(FILE_NAME);
-        let registry = match std::fs::read(&path) {
+        let mut registry: Registry = match std::fs::read(&path) {
             Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
                 ServerError::Internal(format!("{} is not a stream registry: {e}", path.display()))
             })?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Registry::default(),
             Err(e) => return Err(ServerError::io(format!("reading {}", path.display()), e)),
         };
+        registry.revision = 1;
         Ok(FileStreamStore {
             path,
             registry: Mutex::new(registry),
@@ -54,25 +71,43 @@ impl FileStreamStore {
     }
 }
 
+#[tonic::async_trait]
 impl PersistentStreamStore for FileStreamStore {
-    fn get(&self, id: &str) -> Result<Option<PersistentStreamRecord>> {
-        Ok(self.lock()?.streams.get(id).cloned())
+    async fn get(&self, id: &str) -> Result<Option<StoredStream>> {
+        Ok(self.lock()?.stored(id))
     }
 
-    fn put(&self, record: PersistentStreamRecord) -> Result<()> {
+    async fn replace(&self, expected: i64, record: PersistentStreamRecord) -> Result<bool> {
         let mut registry = self.lock()?;
+        let current = registry.stored(&record.id).map_or(0, |s| s.revision);
+        if current != expected {
+            return Ok(false);
+        }
         let previous = registry.streams.insert(record.id.clone(), record.clone());
         let bytes = serde_json::to_vec_pretty(&*registry)
             .map_err(|e| ServerError::Internal(format!("encoding the stream registry: {e}")));
         let written = bytes.and_then(|bytes| persist_file(&self.path, &bytes));
-        if written.is_err() {
+        if let Err(e) = written {
             // Keep memory equal to the file.
             match previous {
                 Some(p) => registry.streams.insert(record.id, p),
                 None => registry.streams.remove(&record.id),
             };
+            return Err(e);
         }
-        written
+        registry.revision += 1;
+        let revision = registry.revision;
+        registry.revisions.insert(record.id, revision);
+        Ok(true)
+    }
+
+    async fn list(&self) -> Result<Vec<StoredStream>> {
+        let registry = self.lock()?;
+        Ok(registry
+            .streams
+            .keys()
+            .filter_map(|id| registry.stored(id))
+            .collect())
     }
 }
 
@@ -95,23 +130,59 @@ mod tests {
         }
     }
 
-    #[test]
-    fn records_survive_a_reopen_in_a_private_file() {
+    fn record_of(stored: Option<StoredStream>) -> Option<PersistentStreamRecord> {
+        stored.map(|s| s.record)
+    }
+
+    #[tokio::test]
+    async fn records_survive_a_reopen_in_a_private_file() {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = FileStreamStore::open(dir.path()).expect("open");
-        assert_eq!(store.get("s1").expect("get"), None);
-        store.put(record("s1")).expect("put");
+        assert_eq!(store.get("s1").await.expect("get"), None);
+        assert!(store.replace(0, record("s1")).await.expect("create"));
+        let revision = store
+            .get("s1")
+            .await
+            .expect("get")
+            .map_or(0, |s| s.revision);
         let mut retired = record("s1");
         retired.retired = true;
-        store.put(retired.clone()).expect("put");
-        store.put(record("s2")).expect("put");
+        assert!(store.replace(revision, retired.clone()).await.expect("put"));
+        assert!(store.replace(0, record("s2")).await.expect("create"));
         let mode = std::fs::metadata(dir.path().join(FILE_NAME))
             .expect("stat")
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o600);
         let reopened = FileStreamStore::open(dir.path()).expect("reopen");
-        assert_eq!(reopened.get("s1").expect("get"), Some(retired));
-        assert_eq!(reopened.get("s2").expect("get"), Some(record("s2")));
+        assert_eq!(
+            record_of(reopened.get("s1").await.expect("get")),
+            Some(retired)
+        );
+        assert_eq!(
+            record_of(reopened.get("s2").await.expect("get")),
+            Some(record("s2"))
+        );
+        assert_eq!(reopened.list().await.expect("list").len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_write_on_a_stale_revision_changes_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = FileStreamStore::open(dir.path()).expect("open");
+        assert!(store.replace(0, record("s1")).await.expect("create"));
+        assert!(!store.replace(0, record("s1")).await.expect("second create"));
+        let first = store
+            .get("s1")
+            .await
+            .expect("get")
+            .map_or(0, |s| s.revision);
+        let mut moved = record("s1");
+        moved.owner = "pod-2".into();
+        assert!(store.replace(first, moved.clone()).await.expect("move"));
+        let mut stale = record("s1");
+        stale.owner = "pod-3".into();
+        assert!(!store.replace(first, stale).await.expect("stale move"));
+        assert_eq!(record_of(store.get("s1").await.expect("get")), Some(moved));
     }
 }

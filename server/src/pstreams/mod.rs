@@ -7,16 +7,19 @@
 //! holding it to end, and the resume waits for the hold to be released before it reads the
 //! watermark, so no two connections of one stream ever log records at once on this pod.
 //!
-//! Cross-pod seam (issue 20, planned): a record's `owner` is the pod that holds the stream;
-//! this pod refuses a resume of a stream another pod owns (UNAVAILABLE naming it). A
-//! cluster keeps the records in etcd (another store behind the same trait) and moves
-//! ownership by release + compare-and-swap.
+//! Across pods: a record's `owner` is the pod that holds the stream (empty: released). A
+//! cluster keeps the records in etcd ([`etcd_store`]) and moves ownership by asking the
+//! owner to release ([`StreamPeers`], served by `cluster::pstreams_grpc`) and then a
+//! compare-and-swap of the owner; the sequence is `ingest::handover`.
 
+pub mod etcd_store;
 pub mod file_store;
+pub mod forget;
 pub mod record;
 
+pub use etcd_store::EtcdStreamStore;
 pub use file_store::FileStreamStore;
-pub use record::{PersistentStreamRecord, PersistentStreamStore, StreamRecordType};
+pub use record::{PersistentStreamRecord, PersistentStreamStore, StoredStream, StreamRecordType};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -78,21 +81,50 @@ impl Attached {
     }
 }
 
+/// What the owner of a stream answered a release.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Released {
+    /// The stream's watermark after the owner committed its rows.
+    pub watermark: Option<i64>,
+    /// Whether the pod owned the stream and let it go.
+    pub released: bool,
+}
+
+/// The other pods of a cluster, as persistent streams need them.
+#[tonic::async_trait]
+pub trait StreamPeers: Send + Sync {
+    /// Asks pod `owner` to release stream `id`. `Err` says why it could not (not
+    /// registered, not answering, refused): the stream is fenced until it can.
+    async fn release(&self, owner: &str, id: &str) -> std::result::Result<Released, String>;
+}
+
 /// The persistent streams of a pod.
 pub struct PersistentStreams {
     store: Box<dyn PersistentStreamStore>,
     pod_id: String,
+    peers: Option<Box<dyn StreamPeers>>,
     live: Mutex<HashMap<String, Live>>,
 }
 
 impl PersistentStreams {
-    /// The streams kept by `store`, served by pod `pod_id`.
-    pub fn new(store: Box<dyn PersistentStreamStore>, pod_id: impl Into<String>) -> Self {
+    /// The streams kept by `store`, served by pod `pod_id`; `peers`: the other pods of a
+    /// cluster (None: single node).
+    pub fn new(
+        store: Box<dyn PersistentStreamStore>,
+        pod_id: impl Into<String>,
+        peers: Option<Box<dyn StreamPeers>>,
+    ) -> Self {
         PersistentStreams {
             store,
             pod_id: pod_id.into(),
+            peers,
             live: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The other pods of the cluster (None: single node).
+    pub fn peers(&self) -> Option<&dyn StreamPeers> {
+        self.peers.as_deref()
     }
 
     /// This pod's id (the owner of the streams it creates).
@@ -107,7 +139,7 @@ impl PersistentStreams {
     }
 
     /// Registers a new stream of `table`, owned by this pod; returns its record.
-    pub fn create(
+    pub async fn create(
         &self,
         table: &str,
         format: RecordFormat,
@@ -122,24 +154,48 @@ impl PersistentStreams {
             retired: false,
             created_at: chrono::Utc::now().to_rfc3339(),
         };
-        self.store.put(record.clone())?;
+        if !self.store.replace(0, record.clone()).await? {
+            return Err(ServerError::Internal(format!(
+                "persistent stream id `{}` is taken",
+                record.id
+            )));
+        }
         Ok(record)
     }
 
-    /// The record of stream `id`: NOT_FOUND when there is none.
-    pub fn get(&self, id: &str) -> Result<PersistentStreamRecord> {
-        self.store.get(id)?.ok_or_else(|| {
+    /// The record of stream `id` with its revision: NOT_FOUND when there is none.
+    pub async fn get(&self, id: &str) -> Result<StoredStream> {
+        self.store.get(id).await?.ok_or_else(|| {
             ServerError::NotFound(format!("persistent stream `{id}` does not exist"))
         })
     }
 
-    /// Marks stream `id` retired (idempotent) and ends the connection holding it.
-    pub fn retire(&self, id: &str) -> Result<PersistentStreamRecord> {
-        let mut record = self.get(id)?;
-        if !record.retired {
+    /// Writes `record` if its revision is still `revision`; `false` when it changed first.
+    pub async fn replace(&self, revision: i64, record: PersistentStreamRecord) -> Result<bool> {
+        self.store.replace(revision, record).await
+    }
+
+    /// Every stream this pod owns (retired ones too).
+    pub async fn owned(&self) -> Result<Vec<StoredStream>> {
+        let mut all = self.store.list().await?;
+        all.retain(|s| s.record.owner == self.pod_id);
+        Ok(all)
+    }
+
+    /// Marks stream `id` retired (idempotent) and ends the connection holding it on this
+    /// pod; returns the record (its owner holds any connection elsewhere).
+    pub async fn retire(&self, id: &str) -> Result<PersistentStreamRecord> {
+        let record = loop {
+            let stored = self.get(id).await?;
+            let mut record = stored.record;
+            if record.retired {
+                break record;
+            }
             record.retired = true;
-            self.store.put(record.clone())?;
-        }
+            if self.store.replace(stored.revision, record.clone()).await? {
+                break record;
+            }
+        };
         self.signal(id, Ending::Retired)?;
         Ok(record)
     }
@@ -156,7 +212,13 @@ impl PersistentStreams {
     /// Takes the hold on stream `id` for a new connection: the connection holding it is
     /// told to end (`Ending::Resumed`) and this waits until it has.
     pub async fn attach(&self, id: &str) -> Result<Attached> {
-        let (generation, hold) = self.signal(id, Ending::Resumed)?;
+        self.attach_ending(id, Ending::Resumed).await
+    }
+
+    /// Takes the hold on stream `id`: the connection holding it is told to end for `why`
+    /// and this waits until it has.
+    pub async fn attach_ending(&self, id: &str, why: Ending) -> Result<Attached> {
+        let (generation, hold) = self.signal(id, why)?;
         let signals = self
             .live()?
             .get(id)
@@ -194,7 +256,7 @@ mod tests {
 
     fn streams(dir: &std::path::Path) -> PersistentStreams {
         let store = FileStreamStore::open(dir).expect("store");
-        PersistentStreams::new(Box::new(store), "pod-a")
+        PersistentStreams::new(Box::new(store), "pod-a", None)
     }
 
     #[tokio::test]
@@ -203,6 +265,7 @@ mod tests {
         let streams = Arc::new(streams(dir.path()));
         let id = streams
             .create("main.a.b", RecordFormat::Json, Vec::new())
+            .await
             .expect("create")
             .id;
         let mut first = streams.attach(&id).await.expect("attach");
@@ -230,16 +293,18 @@ mod tests {
         let streams = streams(dir.path());
         let id = streams
             .create("main.a.b", RecordFormat::Json, Vec::new())
+            .await
             .expect("create")
             .id;
         let mut held = streams.attach(&id).await.expect("attach");
-        assert!(streams.retire(&id).expect("retire").retired);
+        assert!(streams.retire(&id).await.expect("retire").retired);
         assert_eq!(held.ended().await, Ending::Retired);
-        assert!(streams.retire(&id).expect("again").retired);
+        assert!(streams.retire(&id).await.expect("again").retired);
         assert!(matches!(
-            streams.retire("nope"),
+            streams.retire("nope").await,
             Err(ServerError::NotFound(_))
         ));
+        assert_eq!(streams.owned().await.expect("owned").len(), 1);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! A persistent stream's durable record and the store that keeps the records: the
 //! registry a resume, a retire and replay consult. Single node: [`super::file_store`];
-//! a cluster's etcd store is the planned seam (same trait).
+//! a cluster: [`super::etcd_store`]. Every write is a compare-and-swap on the record's
+//! revision, so two pods moving one stream at once cannot both win.
 
 use serde::{Deserialize, Serialize};
 
@@ -48,7 +49,8 @@ pub struct PersistentStreamRecord {
     /// a resume's descriptor must compile to the same plan against the table.
     #[serde(with = "base64_bytes")]
     pub descriptor: Vec<u8>,
-    /// The pod that holds the stream (its WAL has the stream's uncommitted records).
+    /// The pod that holds the stream (its WAL may have the stream's uncommitted records);
+    /// empty: released, every record of it is in Delta and any pod may take it.
     pub owner: String,
     /// Retired streams never resume.
     pub retired: bool,
@@ -56,12 +58,25 @@ pub struct PersistentStreamRecord {
     pub created_at: String,
 }
 
+/// A record and the store's revision of it (changes with every write of the record).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredStream {
+    /// The record.
+    pub record: PersistentStreamRecord,
+    /// Its revision (> 0), the guard of the next write.
+    pub revision: i64,
+}
+
 /// Where persistent stream records live.
+#[tonic::async_trait]
 pub trait PersistentStreamStore: Send + Sync {
-    /// The record of stream `id`, if any.
-    fn get(&self, id: &str) -> Result<Option<PersistentStreamRecord>>;
-    /// Stores `record` (new or replacing the one with its id), durably.
-    fn put(&self, record: PersistentStreamRecord) -> Result<()>;
+    /// The record of stream `id`, if any, with its revision.
+    async fn get(&self, id: &str) -> Result<Option<StoredStream>>;
+    /// Stores `record` durably if the stored revision of its id is still `expected` (0: only
+    /// if there is none); `false` (nothing written) when it changed first.
+    async fn replace(&self, expected: i64, record: PersistentStreamRecord) -> Result<bool>;
+    /// Every record.
+    async fn list(&self) -> Result<Vec<StoredStream>>;
 }
 
 /// Serde of bytes as standard base64 text.

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::cluster_harness::{open_streams, wait_for_pods, Etcd, Router};
+use crate::cluster_harness::{self, drain_pod, open_streams, start_cluster, wait_for_pods, Router};
 use crate::harness::Server;
 use crate::ledger::{
     finish_producers, open_stream, produce, snapshot_unacked, Ledger, Ledgers, Verdict,
@@ -28,23 +28,12 @@ const FIRST_STREAMS: i64 = 16;
 /// Producers started after the fourth pod joined.
 const LATER_STREAMS: i64 = 6;
 
+/// The pods' flush interval and drain grace.
+const FLUSH: &str = "500ms";
+const DRAIN_GRACE: &str = "5s";
+
 async fn start_pod(root: &Path, id: &str, join: &str, warehouse: &Path) -> Server {
-    let warehouse = warehouse.to_str().expect("utf-8 path");
-    Server::start_with_args(
-        &root.join(id),
-        "500ms",
-        &[
-            "--join",
-            join,
-            "--pod-id",
-            id,
-            "--warehouse",
-            warehouse,
-            "--drain-grace",
-            "5s",
-        ],
-    )
-    .await
+    cluster_harness::start_pod(root, id, join, warehouse, FLUSH, DRAIN_GRACE).await
 }
 
 /// Adds `count` ledgers; returns them with their stream numbers.
@@ -77,15 +66,9 @@ async fn given_a_cluster_under_load_when_a_pod_joins_one_drains_and_one_is_kille
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path();
     let warehouse = root.join("warehouse");
-    let etcd = Etcd::start(&root.join("etcd")).await;
+    let (etcd, [mut pod_a, mut pod_b, mut pod_c]) =
+        start_cluster(root, ["pod-a", "pod-b", "pod-c"], FLUSH, DRAIN_GRACE).await;
     let join = etcd.join.clone();
-    let mut pod_a = start_pod(root, "pod-a", &join, &warehouse).await;
-    let mut pod_b = start_pod(root, "pod-b", &join, &warehouse).await;
-    let mut pod_c = start_pod(root, "pod-c", &join, &warehouse).await;
-    wait_for_pods(&join, Duration::from_secs(10), "3 pods registered", |p| {
-        p.len() == 3
-    })
-    .await;
     let router = Router::start(&root.join("router"), &join).await;
 
     // The tables API through the router; the table is then visible on every pod.
@@ -155,22 +138,7 @@ async fn given_a_cluster_under_load_when_a_pod_joins_one_drains_and_one_is_kille
 
     // Drain pod-a mid-push: it leaves, exits cleanly and its WAL is empty.
     let drain_started = Instant::now();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["pod", "drain", "pod-a", "--join", &join, "--timeout", "60s"])
-        .output()
-        .expect("run sluice pod drain");
-    assert!(
-        out.status.success(),
-        "pod drain failed: {}{}\npod-a log:\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-        pod_a.log()
-    );
-    assert!(
-        pod_a.wait_exit(Duration::from_secs(30)),
-        "drained pod-a did not exit cleanly:\n{}",
-        pod_a.log()
-    );
+    drain_pod(&join, &mut pod_a, "pod-a");
     let drain_time = drain_started.elapsed();
     assert!(
         wal_files(&pod_a.data_dir).is_empty(),

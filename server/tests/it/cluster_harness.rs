@@ -8,7 +8,93 @@ use std::time::{Duration, Instant};
 
 use databricks_zerobus_ingest_sdk::ZerobusSdk;
 
-use crate::harness::{cli_at, free_port, sdk_at, wait_http_ok};
+use crate::harness::{cli_at, free_port, sdk_at, wait_http_ok, Server};
+
+/// Starts pod `id` joined to `join`, its data dir `root/id`, sharing the local-folder
+/// `warehouse`, flushing every `flush_interval`, with drain grace `drain_grace`.
+pub async fn start_pod(
+    root: &Path,
+    id: &str,
+    join: &str,
+    warehouse: &Path,
+    flush_interval: &str,
+    drain_grace: &str,
+) -> Server {
+    let warehouse = warehouse.to_str().expect("utf-8 path");
+    Server::start_with_args(
+        &root.join(id),
+        flush_interval,
+        &[
+            "--join",
+            join,
+            "--pod-id",
+            id,
+            "--warehouse",
+            warehouse,
+            "--drain-grace",
+            drain_grace,
+        ],
+    )
+    .await
+}
+
+/// Starts etcd (in `root/etcd`) and pods `ids` joined to it (see [`start_pod`]), sharing the
+/// warehouse `root/warehouse`; returns once every pod is registered.
+pub async fn start_cluster<const N: usize>(
+    root: &Path,
+    ids: [&str; N],
+    flush_interval: &str,
+    drain_grace: &str,
+) -> (Etcd, [Server; N]) {
+    let etcd = Etcd::start(&root.join("etcd")).await;
+    let warehouse = root.join("warehouse");
+    let mut pods = Vec::with_capacity(N);
+    for id in ids {
+        pods.push(
+            start_pod(
+                root,
+                id,
+                &etcd.join,
+                &warehouse,
+                flush_interval,
+                drain_grace,
+            )
+            .await,
+        );
+    }
+    wait_for_pods(
+        &etcd.join,
+        Duration::from_secs(10),
+        "every pod registered",
+        |p| p.len() == N,
+    )
+    .await;
+    let pods = pods
+        .try_into()
+        .unwrap_or_else(|_| panic!("{N} pods started"));
+    (etcd, pods)
+}
+
+/// `sluice pod drain POD` (waiting until it left) and then until the process exited
+/// cleanly; panics with the pod's log otherwise.
+pub fn drain_pod(join: &str, pod: &mut Server, id: &str) {
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["pod", "drain", id, "--join", join, "--timeout", "60s"])
+        .output()
+        .expect("run sluice pod drain");
+    assert!(
+        out.status.success(),
+        "pod drain failed: {}{}\n{id} log:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        pod.log()
+    );
+    assert!(
+        pod.wait_exit(Duration::from_secs(30)),
+        "drained {id} did not exit cleanly:\n{}",
+        pod.log()
+    );
+}
 
 /// A single-member etcd cluster on loopback.
 pub struct Etcd {

@@ -30,6 +30,7 @@ mod log_retention;
 mod moto;
 mod mounts;
 mod persistent;
+mod persistent_cluster;
 mod persistent_raw;
 mod protocol_errors;
 mod raw;

@@ -8,7 +8,7 @@
 //! --test it persistent_stream_survives -- --nocapture`.
 
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use prost_types::field_descriptor_proto::Type;
 use rand::Rng;
@@ -17,64 +17,13 @@ use tonic::Code;
 
 use crate::auth::{newest_key, signed_token};
 use crate::harness::{Server, CLIENT_ID};
-use crate::moto::python_read;
-use crate::persistent_raw::{create, record, resume, retire, Conn, Opened};
-use crate::raw::{descriptor, Call};
+use crate::persistent_raw::{
+    assert_each_once, call, create, create_stream, record, refused, resume, resume_stream, retire,
+    wait_acked, Conn, Opened,
+};
+use crate::raw::descriptor;
 
 const COLUMNS: &str = "id BIGINT NOT NULL, note STRING";
-
-fn call<'a>(server: &'a Server, table: &'a str, token: &'a str) -> Call<'a> {
-    Call {
-        url: &server.url,
-        table,
-        token: Some(token),
-    }
-}
-
-/// Asserts a refusal's code and that its message names `needle`.
-fn refused<T>(what: &str, result: Result<T, tonic::Status>, code: Code, needle: &str) {
-    let Err(status) = result else {
-        panic!("{what}: accepted")
-    };
-    println!("| {what} | {:?} — {} |", status.code(), status.message());
-    assert_eq!(status.code(), code, "{what}: {status:?}");
-    assert!(
-        status.message().contains(needle),
-        "{what}: `{}` lacks `{needle}`",
-        status.message()
-    );
-}
-
-async fn create_stream(call: Call<'_>, table: &str) -> (Conn, String) {
-    match Conn::open(call, create(table, RecordType::Json, None)).await {
-        Ok((conn, Opened::Created(id))) => (conn, id),
-        other => panic!("create: {:?}", other.map(|(_, o)| o)),
-    }
-}
-
-async fn resume_stream(call: Call<'_>, id: &str) -> (Conn, Option<i64>) {
-    match Conn::open(call, resume(id, RecordType::Json, None)).await {
-        Ok((conn, Opened::Resumed(w))) => (conn, w),
-        other => panic!("resume: {:?}", other.map(|(_, o)| o)),
-    }
-}
-
-async fn wait_acked(conn: &Conn, offset: i64) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while conn.acked.load(Ordering::SeqCst) < offset {
-        assert!(Instant::now() < deadline, "offset {offset} never acked");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-/// Reads the table with polars and asserts ids 0..n, each exactly once.
-fn assert_each_once(location: &str, n: i64) {
-    let read = python_read(location, &serde_json::json!({}));
-    let s = &read.summary;
-    assert_eq!(s["polars_rows"], n, "{s}");
-    assert_eq!(s["polars_distinct_ids"], n, "{s}");
-    assert_eq!(s["polars_id_sum"], n * (n - 1) / 2, "{s}");
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resumed_persistent_stream_continues_its_offsets_and_drops_resent_records() {

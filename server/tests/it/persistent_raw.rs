@@ -1,9 +1,11 @@
 //! A raw tonic client of `PersistentStream` / `RetireStream` for the persistent stream
 //! tests: opening requests (create, resume), JSON records `{"id": offset}`, a connection
-//! whose acks are counted by a reader task, and one-call refusals.
+//! whose acks are counted by a reader task, one-call refusals, and the checks the tests
+//! share (a refusal's status, acks reached, each id once in Delta).
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use sluice_proto::zerobus_client::ZerobusClient;
@@ -16,7 +18,10 @@ use sluice_proto::{
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
+use crate::harness::Server;
+use crate::moto::python_read;
 use crate::raw::{request, Call};
+use tonic::Code;
 
 /// A `create_stream` of a persistent stream on `table`.
 pub fn create(
@@ -179,4 +184,58 @@ pub async fn retire(call: Call<'_>, table: Option<&str>, id: &str) -> Result<(),
         ))
         .await
         .map(|_| ())
+}
+
+/// Asserts a refusal's code and that its message names `needle`.
+pub fn refused<T>(what: &str, result: Result<T, tonic::Status>, code: Code, needle: &str) {
+    let Err(status) = result else {
+        panic!("{what}: accepted")
+    };
+    println!("| {what} | {:?} — {} |", status.code(), status.message());
+    assert_eq!(status.code(), code, "{what}: {status:?}");
+    assert!(
+        status.message().contains(needle),
+        "{what}: `{}` lacks `{needle}`",
+        status.message()
+    );
+}
+
+pub async fn create_stream(call: Call<'_>, table: &str) -> (Conn, String) {
+    match Conn::open(call, create(table, RecordType::Json, None)).await {
+        Ok((conn, Opened::Created(id))) => (conn, id),
+        other => panic!("create: {:?}", other.map(|(_, o)| o)),
+    }
+}
+
+pub async fn resume_stream(call: Call<'_>, id: &str) -> (Conn, Option<i64>) {
+    match Conn::open(call, resume(id, RecordType::Json, None)).await {
+        Ok((conn, Opened::Resumed(w))) => (conn, w),
+        other => panic!("resume: {:?}", other.map(|(_, o)| o)),
+    }
+}
+
+pub async fn wait_acked(conn: &Conn, offset: i64) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while conn.acked.load(Ordering::SeqCst) < offset {
+        assert!(Instant::now() < deadline, "offset {offset} never acked");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Reads the table with polars and asserts ids 0..n, each exactly once.
+pub fn assert_each_once(location: &str, n: i64) {
+    let read = python_read(location, &serde_json::json!({}));
+    let s = &read.summary;
+    assert_eq!(s["polars_rows"], n, "{s}");
+    assert_eq!(s["polars_distinct_ids"], n, "{s}");
+    assert_eq!(s["polars_id_sum"], n * (n - 1) / 2, "{s}");
+}
+
+/// A call to `server` for `table` with bearer `token`.
+pub fn call<'a>(server: &'a Server, table: &'a str, token: &'a str) -> Call<'a> {
+    Call {
+        url: &server.url,
+        table,
+        token: Some(token),
+    }
 }
