@@ -236,29 +236,46 @@ impl Cluster {
         )
     }
 
-    /// The pod that owns persistent stream `id` in the registry (None: released).
-    pub async fn owner(&self, id: &str) -> Result<Option<String>, HarnessError> {
+    /// The JSON value of etcd key `key` (None: no such key).
+    async fn etcd_json(&self, key: String) -> Result<Option<serde_json::Value>, HarnessError> {
         let etcd_error = |e: String| HarnessError::Reader(format!("etcd: {e}"));
         let mut kv = KvClient::connect(self.etcd_url.clone())
             .await
             .map_err(|e| etcd_error(e.to_string()))?;
         let found = kv
             .range(RangeRequest {
-                key: format!("/sluice/pstreams/{id}").into_bytes(),
+                key: key.into_bytes(),
                 ..Default::default()
             })
             .await
             .map_err(|e| etcd_error(e.to_string()))?
             .into_inner();
-        let Some(kv) = found.kvs.first() else {
-            return Err(etcd_error(format!("no record of stream {id}")));
+        found
+            .kvs
+            .first()
+            .map(|kv| serde_json::from_slice(&kv.value).map_err(|e| etcd_error(e.to_string())))
+            .transpose()
+    }
+
+    /// The pod that owns persistent stream `id` in the registry (None: released).
+    pub async fn owner(&self, id: &str) -> Result<Option<String>, HarnessError> {
+        let Some(record) = self.etcd_json(format!("/sluice/pstreams/{id}")).await? else {
+            return Err(HarnessError::Reader(format!(
+                "etcd: no record of stream {id}"
+            )));
         };
-        let record: serde_json::Value =
-            serde_json::from_slice(&kv.value).map_err(|e| etcd_error(e.to_string()))?;
         Ok(record["owner"]
             .as_str()
             .filter(|o| !o.is_empty())
             .map(str::to_string))
+    }
+
+    /// The pod holding the committer role of `table` (None: none elected now).
+    pub async fn committer(&self, table: &str) -> Result<Option<String>, HarnessError> {
+        let role = self
+            .etcd_json(format!("/sluice/committers/{table}"))
+            .await?;
+        Ok(role.and_then(|r| r["pod"].as_str().map(str::to_string)))
     }
 
     /// The pod with id `id`.

@@ -1,14 +1,12 @@
 //! The official Rust SDK 3.0.0 `PersistentStream` (feature `eos`) through the router of a
 //! 3-pod cluster while the pod owning the stream is SIGKILLed (and restarted with its data
-//! dir, as a StatefulSet does) and then drained: the SDK recovers by itself (its resumes are
-//! fenced while the owner is down, released by the owner otherwise), and every record is
-//! exactly once in Delta (polars).
+//! dir, as a StatefulSet does), then drained, then the pod holding the table's committer
+//! role is SIGKILLed (and restarted): the SDK recovers by itself (its resumes are fenced
+//! while the owner is down, released by the owner otherwise; hand-offs go to the newly
+//! elected committer), and every record is exactly once in Delta (polars).
 //!
 //! Kills: 3 by default; a long run: `SLUICE_PSTREAM_CLUSTER_KILLS=50
 //! scripts/interop-sdk3.sh persistent_cluster -- --nocapture`.
-//!
-//! Not covered here: the per-table committer's pod being killed (the committer election is
-//! another part of issue 20; today every pod commits its own Delta transactions).
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -70,8 +68,20 @@ async fn owner(cluster: &Cluster, id: &str) -> String {
     }
 }
 
+/// The pod holding the table's committer role (waits while none is elected).
+async fn committer_of(cluster: &Cluster) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(pod) = cluster.committer(TABLE).await.expect("read the role") {
+            return pod;
+        }
+        assert!(Instant::now() < deadline, "no committer of {TABLE}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn given_sdk3_persistent_stream_in_a_cluster_when_its_owner_is_killed_and_drained_then_each_record_once(
+async fn given_sdk3_persistent_stream_in_a_cluster_when_its_owner_is_killed_and_drained_and_the_committer_killed_then_each_record_once(
 ) {
     let kills = kills_wanted();
     let mut cluster = Cluster::start(3).await.expect("start the cluster");
@@ -81,7 +91,8 @@ async fn given_sdk3_persistent_stream_in_a_cluster_when_its_owner_is_killed_and_
     let sdk = cluster.sdk().expect("sdk");
     let stream = Arc::new(open(&sdk).await);
     let id = stream.stream_id().expect("a durable stream id").to_string();
-    let total = RECORDS_PER_ROUND * (kills as i64 + 2);
+    // A round per owner kill, one for the drain, one for the committer kill, one to finish.
+    let total = RECORDS_PER_ROUND * (kills as i64 + 3);
 
     // The producer: offsets 0..total, one record at a time, acks waited in windows of 50.
     let acked = Arc::new(AtomicI64::new(-1));
@@ -131,6 +142,26 @@ async fn given_sdk3_persistent_stream_in_a_cluster_when_its_owner_is_killed_and_
     println!("drained owner {drained}");
     pod.restart().await.expect("the drained pod back");
 
+    // The table's committer SIGKILLed: another pod is elected, pending hand-offs go there.
+    let committer_at = RECORDS_PER_ROUND * (kills as i64 + 2) - 1;
+    wait_acked(
+        &acked,
+        committer_at - 100,
+        Duration::from_secs(120),
+        &cluster,
+    )
+    .await;
+    let committer = committer_of(&cluster).await;
+    let pod = cluster.pod_mut(&committer).expect("the committer is a pod");
+    pod.kill();
+    println!(
+        "SIGKILLed committer {committer} at ack {}",
+        acked.load(Ordering::SeqCst)
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    pod.restart().await.expect("restart the committer's pod");
+    wait_acked(&acked, committer_at, Duration::from_secs(120), &cluster).await;
+
     let flushed = tokio::time::timeout(Duration::from_secs(300), producer)
         .await
         .expect("the producer finishes")
@@ -141,7 +172,7 @@ async fn given_sdk3_persistent_stream_in_a_cluster_when_its_owner_is_killed_and_
     let mut stream = Arc::try_unwrap(stream).unwrap_or_else(|_| panic!("stream still shared"));
     stream.close().await.expect("close");
     println!(
-        "{kills} kills + 1 drain, {total} records in {:.1}s",
+        "{kills} owner kills + 1 drain + 1 committer kill, {total} records in {:.1}s",
         started.elapsed().as_secs_f64()
     );
 
