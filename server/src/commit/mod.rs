@@ -16,6 +16,8 @@
 mod attempt;
 mod committer;
 mod covered;
+#[cfg(test)]
+mod fault_store;
 mod fence;
 mod handoff;
 mod present;

@@ -388,3 +388,41 @@ async fn a_missing_file_refuses_only_its_hand_off() {
         Err(HandOffError::MissingFile { .. })
     ));
 }
+
+#[tokio::test]
+async fn an_object_store_failing_mid_commit_loses_nothing_and_commits_nothing_twice() {
+    use super::fault_store::{Fault, FaultStore};
+    for fault in [Fault::Before, Fault::After] {
+        let f = Fixture::new().await;
+        let store = FaultStore::new(Arc::new(object_store::local::LocalFileSystem::new()));
+        let table = deltalake::DeltaTableBuilder::from_url(f.url.clone())
+            .expect("builder")
+            .with_storage_backend(store.clone(), f.url.clone())
+            .load()
+            .await
+            .expect("load through the fault store");
+        let (v0, _, _) = f.state("wal-f").await;
+        let committer = f.committer(table, quick(), Fencing::Unfenced);
+        let h = f.handoff("wal-f", 0, 7, vec![1, 2, 3]).await;
+        // The put of the commit file fails once: before writing it, or after.
+        store.arm(fault);
+        let first = committer.hand_off(h.clone()).await;
+        assert!(store.struck(), "{fault:?}: the commit went through the fault store");
+        // Whatever the first answer was (the committer reloads and tries once more before
+        // answering; a pod resends on an error), the same hand-off sent again is answered
+        // and the table holds its one file once, at one version.
+        let again = committer.hand_off(h.clone()).await.expect("resent");
+        assert!(again.covered, "{fault:?}: the resent hand-off is covered");
+        let (version, files, txn) = f.state("wal-f").await;
+        assert_eq!(
+            (version, files, txn),
+            (v0 + 1, 1, Some(7)),
+            "{fault:?}: one commit, one file, first answer {first:?}"
+        );
+        if let Ok(ack) = first {
+            assert_eq!(ack.version, v0 + 1, "{fault:?}");
+            // After a commit that landed but was reported failed, the retry finds it covered.
+            assert_eq!(ack.covered, fault == Fault::After, "{fault:?}");
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! Test-only object store that fails the put of the next Delta commit file
+//! (`_delta_log/<version>.json`): before writing it (the commit did not land)
+//! or after writing it (it landed, but the committer hears an error) — the
+//! two faces of an object store failing mid-commit.
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
+};
+
+/// When the armed fault strikes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Fault {
+    /// The put fails and nothing is written.
+    Before,
+    /// The put is done, then reported as failed.
+    After,
+}
+
+/// Wraps a store; [`FaultStore::arm`] makes the next commit-file put fail once.
+pub(super) struct FaultStore {
+    inner: Arc<dyn ObjectStore>,
+    armed: Mutex<Option<Fault>>,
+}
+
+impl FaultStore {
+    pub(super) fn new(inner: Arc<dyn ObjectStore>) -> Arc<FaultStore> {
+        Arc::new(FaultStore {
+            inner,
+            armed: Mutex::new(None),
+        })
+    }
+
+    pub(super) fn arm(&self, fault: Fault) {
+        *self.armed.lock().unwrap_or_else(|p| p.into_inner()) = Some(fault);
+    }
+
+    /// Whether the armed fault has struck (or none was armed).
+    pub(super) fn struck(&self) -> bool {
+        self.armed.lock().unwrap_or_else(|p| p.into_inner()).is_none()
+    }
+
+    /// Takes the armed fault if `location` is a commit file.
+    fn strike(&self, location: &Path) -> Option<Fault> {
+        let s = location.as_ref();
+        let commit = s.contains("_delta_log/") && s.ends_with(".json");
+        let mut armed = self.armed.lock().unwrap_or_else(|p| p.into_inner());
+        if commit {
+            armed.take()
+        } else {
+            None
+        }
+    }
+}
+
+fn injected(location: &Path, fault: Fault) -> object_store::Error {
+    object_store::Error::Generic {
+        store: "fault",
+        source: format!("injected failure {fault:?} the put of {location}").into(),
+    }
+}
+
+impl fmt::Display for FaultStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "FaultStore({})", self.inner)
+    }
+}
+
+impl fmt::Debug for FaultStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "FaultStore({})", self.inner)
+    }
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for FaultStore {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        match self.strike(location) {
+            Some(Fault::Before) => Err(injected(location, Fault::Before)),
+            Some(Fault::After) => {
+                self.inner.put_opts(location, payload, opts).await?;
+                Err(injected(location, Fault::After))
+            }
+            None => self.inner.put_opts(location, payload, opts).await,
+        }
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        self.inner.get_opts(location, options).await
+    }
+
+    async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        self.inner.get_ranges(location, ranges).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, Result<Path>>,
+    ) -> BoxStream<'static, Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.inner.list_with_offset(prefix, offset)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+}
