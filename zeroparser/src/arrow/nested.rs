@@ -1,0 +1,356 @@
+//! [`NestedColumns`]: the Arrow columns of a table with STRUCT, ARRAY or MAP columns,
+//! filled straight from [`ProtoPlan::visit`] in one pass, with no per-record value tree and
+//! no per-record allocation (the stack of open structs is kept between records).
+//!
+//! The visitor's events map onto the column tree (`arrow::node`): a scalar writes the open
+//! row of its leaf (a repeat replaces it); a singular message opens its struct's row and
+//! leaves it open, so a later occurrence of the same message merges into it (scalars
+//! replaced, repeated fields appended); an element of a repeated message or a map value
+//! opens a row of the element struct and commits it at its end; scalar elements and map
+//! entries are committed as they come; a oneof member that is cleared is cut back through
+//! its offsets. At the end of the record every top-level column commits its open row.
+//!
+//! What the single pass does not decide itself it hands to the value tree, after cutting
+//! every column back to the batch's row count: a record the visitor rejects (so errors,
+//! their paths and offsets are the value tree's, unchanged), a NOT NULL column left empty,
+//! and a map with a repeated key (the value tree keeps the first position with the last
+//! value) or with more than [`MAX_SCANNED_ENTRIES`] entries (keys are compared by a linear
+//! scan). Only these records pay for a second decode.
+
+use arrow_array::ArrayRef;
+
+use super::leaf::Data;
+use super::node::{Kind, Node, Tree};
+use crate::error::DecodeError;
+use crate::proto::{decode_record, ProtoPlan, Visitor};
+use crate::schema::Column;
+use crate::value::{finalize, Scalar, Value};
+
+/// Maps with more entries in one record take the value-tree path (which finds repeated keys
+/// with a hash map instead of a scan).
+const MAX_SCANNED_ENTRIES: usize = 64;
+
+/// The record node of the tree.
+const ROOT: usize = 0;
+
+/// All columns of a table with nested columns.
+#[derive(Debug)]
+pub(crate) struct NestedColumns {
+    tree: Tree,
+    /// The structs entered and not yet ended: (the enclosing struct, whether ending this one
+    /// commits its row).
+    stack: Vec<(usize, bool)>,
+}
+
+impl NestedColumns {
+    /// Columns for `columns`.
+    pub(crate) fn new(columns: &[Column]) -> NestedColumns {
+        NestedColumns {
+            tree: Tree::new(columns),
+            stack: Vec::new(),
+        }
+    }
+
+    /// Decodes one record straight into the columns; on error they are as before.
+    /// `columns` are the table's (for the value-tree path).
+    pub(crate) fn append_proto(
+        &mut self,
+        plan: &ProtoPlan,
+        record: &[u8],
+        columns: &[Column],
+    ) -> Result<(), DecodeError> {
+        self.stack.clear();
+        let (first, count) = self.tree.children(ROOT);
+        let mut writer = Writer {
+            tree: &mut self.tree,
+            stack: &mut self.stack,
+            current: ROOT,
+            first,
+            count,
+            failed: false,
+        };
+        let visited = plan.visit(record, &mut writer);
+        if visited.is_ok() && !writer.failed && self.end_row().is_ok() {
+            return Ok(());
+        }
+        self.rollback();
+        self.append_via_tree(plan, record, columns)
+    }
+
+    /// The value-tree path for a record the single pass leaves undecided.
+    #[cold]
+    #[inline(never)]
+    fn append_via_tree(
+        &mut self,
+        plan: &ProtoPlan,
+        record: &[u8],
+        columns: &[Column],
+    ) -> Result<(), DecodeError> {
+        let mut slots = decode_record(plan, record)?;
+        finalize(columns, &mut slots, Some(0))?;
+        self.append_values(&slots);
+        Ok(())
+    }
+
+    /// Commits the record's open row in every top-level column.
+    fn end_row(&mut self) -> Result<(), ()> {
+        let (first, count) = self.tree.children(ROOT);
+        for id in first..first + count {
+            self.tree.close(id, true).map_err(|_| ())?;
+        }
+        if let Some(root) = self.tree.nodes.get_mut(ROOT) {
+            root.rows += 1;
+        }
+        Ok(())
+    }
+
+    /// Appends one decoded and validated record of the value tree (the JSON path).
+    pub(crate) fn append_values(&mut self, slots: &[Value<'_>]) {
+        let (first, count) = self.tree.children(ROOT);
+        for i in 0..count {
+            self.tree
+                .append_value(first + i, slots.get(i).unwrap_or(&Value::Null));
+        }
+        if let Some(root) = self.tree.nodes.get_mut(ROOT) {
+            root.rows += 1;
+        }
+    }
+
+    /// Removes the last row appended (its record turned out to be rejected after all).
+    pub(crate) fn pop_row(&mut self) {
+        if let Some(root) = self.tree.nodes.get_mut(ROOT) {
+            if root.rows > 0 {
+                root.rows -= 1;
+                self.rollback();
+            }
+        }
+    }
+
+    /// Cuts every column back to the batch's row count.
+    fn rollback(&mut self) {
+        let rows = self.tree.rows_of(ROOT);
+        let (first, count) = self.tree.children(ROOT);
+        for id in first..first + count {
+            self.tree.truncate(id, rows);
+        }
+    }
+
+    /// The arrays of all rows appended since the last finish; the columns are reset.
+    pub(crate) fn finish(&mut self) -> Vec<ArrayRef> {
+        if let Some(root) = self.tree.nodes.get_mut(ROOT) {
+            root.rows = 0;
+        }
+        let (first, count) = self.tree.children(ROOT);
+        (first..first + count)
+            .map(|id| self.tree.finish(id))
+            .collect()
+    }
+}
+
+/// The visitor that writes one record's fields into the column tree.
+struct Writer<'c> {
+    tree: &'c mut Tree,
+    stack: &'c mut Vec<(usize, bool)>,
+    /// The struct node whose fields arrive.
+    current: usize,
+    /// Its children.
+    first: usize,
+    count: usize,
+    /// The record must take the value-tree path.
+    failed: bool,
+}
+
+impl Writer<'_> {
+    /// The node of field `slot` of the current struct.
+    #[inline(always)]
+    fn node(&self, slot: usize) -> Option<usize> {
+        (slot < self.count).then_some(self.first + slot)
+    }
+
+    /// Writes the open row of the leaf of `slot` with `push` (see `LeafColumn::write`).
+    #[inline(always)]
+    fn write(&mut self, slot: usize, push: impl FnOnce(&mut Data) -> bool) {
+        let Some(id) = self.node(slot) else {
+            return;
+        };
+        match self.tree.nodes.get_mut(id) {
+            Some(Node {
+                rows,
+                kind: Kind::Leaf(column),
+                ..
+            }) => {
+                column.write(*rows, push);
+            }
+            _ => self.failed = true,
+        }
+    }
+
+    /// Commits `value` as the next row of leaf `id`.
+    #[inline]
+    fn push(&mut self, id: usize, value: &Scalar<'_>) {
+        match self.tree.nodes.get_mut(id) {
+            Some(Node {
+                rows,
+                kind: Kind::Leaf(column),
+                ..
+            }) => {
+                column.push(value);
+                *rows += 1;
+            }
+            _ => self.failed = true,
+        }
+    }
+
+    /// The child of the list of `slot`.
+    #[inline]
+    fn list_child(&mut self, slot: usize) -> Option<usize> {
+        match self.node(slot).and_then(|id| self.tree.nodes.get(id)) {
+            Some(Node {
+                kind: Kind::List { child, .. },
+                ..
+            }) => Some(*child),
+            _ => {
+                self.failed = true;
+                None
+            }
+        }
+    }
+
+    /// Commits `key` in the map of `slot` and returns the key node (the value node is the
+    /// next); marks the record for the value tree if the key repeats an earlier one of this
+    /// map or the map is too long to scan.
+    fn map_key(&mut self, slot: usize, key: &Scalar<'_>) -> Option<usize> {
+        let (key_id, start) = match self.node(slot).and_then(|id| self.tree.nodes.get(id)) {
+            Some(Node {
+                kind: Kind::Map { key, offsets, .. },
+                ..
+            }) => (
+                *key,
+                offsets
+                    .last()
+                    .map_or(0, |&o| usize::try_from(o).unwrap_or(0)),
+            ),
+            _ => {
+                self.failed = true;
+                return None;
+            }
+        };
+        self.push(key_id, key);
+        if let Some(Node {
+            rows,
+            kind: Kind::Leaf(column),
+            ..
+        }) = self.tree.nodes.get(key_id)
+        {
+            let new = rows.saturating_sub(1);
+            if new - start.min(new) > MAX_SCANNED_ENTRIES
+                || (start..new).any(|i| column.data.same(i, new))
+            {
+                self.failed = true;
+            }
+        }
+        Some(key_id)
+    }
+
+    /// Enters struct `id`; `element`: its row is committed when it ends.
+    #[inline]
+    fn enter(&mut self, id: usize, element: bool) {
+        self.tree.open(id);
+        self.stack.push((self.current, element));
+        self.current = id;
+        (self.first, self.count) = self.tree.children(id);
+    }
+}
+
+impl<'a> Visitor<'a> for Writer<'_> {
+    #[inline]
+    fn scalar(&mut self, slot: usize, value: Scalar<'a>) {
+        self.write(slot, |data| data.push(&value));
+    }
+
+    #[inline]
+    fn int(&mut self, slot: usize, value: i64) {
+        self.write(slot, |data| data.push_int(value));
+    }
+
+    #[inline]
+    fn double(&mut self, slot: usize, value: f64) {
+        self.write(slot, |data| data.push_double(value));
+    }
+
+    #[inline]
+    fn float(&mut self, slot: usize, value: f32) {
+        self.write(slot, |data| data.push_float(value));
+    }
+
+    #[inline]
+    fn boolean(&mut self, slot: usize, value: bool) {
+        self.write(slot, |data| data.push_bool(value));
+    }
+
+    #[inline]
+    fn string(&mut self, slot: usize, value: &'a str) {
+        self.write(slot, |data| data.push_str(value));
+    }
+
+    #[inline]
+    fn bytes(&mut self, slot: usize, value: &'a [u8]) {
+        self.write(slot, |data| data.push_bytes(value));
+    }
+
+    fn clear(&mut self, slot: usize) {
+        if let Some(id) = self.node(slot) {
+            let rows = self.tree.rows_of(id);
+            self.tree.truncate(id, rows);
+        }
+    }
+
+    #[inline]
+    fn element(&mut self, slot: usize, value: Scalar<'a>) {
+        if let Some(child) = self.list_child(slot) {
+            self.push(child, &value);
+        }
+    }
+
+    fn map_entry(&mut self, slot: usize, key: Scalar<'a>, value: Scalar<'a>) {
+        if let Some(key_id) = self.map_key(slot, &key) {
+            self.push(key_id + 1, &value);
+        }
+    }
+
+    fn begin_message(&mut self, slot: usize) {
+        match self.node(slot) {
+            Some(id) => self.enter(id, false),
+            None => {
+                self.failed = true;
+                // Keep the stack balanced for `end_message`.
+                self.enter(self.current, false);
+            }
+        }
+    }
+
+    fn begin_element(&mut self, slot: usize) {
+        match self.list_child(slot) {
+            Some(child) => self.enter(child, true),
+            None => self.enter(self.current, false),
+        }
+    }
+
+    fn begin_map_value(&mut self, slot: usize, key: Scalar<'a>) {
+        match self.map_key(slot, &key) {
+            Some(key_id) => self.enter(key_id + 1, true),
+            None => self.enter(self.current, false),
+        }
+    }
+
+    fn end_message(&mut self) {
+        let Some((outer, element)) = self.stack.pop() else {
+            return;
+        };
+        if element && self.tree.close(self.current, true).is_err() {
+            self.failed = true;
+        }
+        self.current = outer;
+        (self.first, self.count) = self.tree.children(outer);
+    }
+}
