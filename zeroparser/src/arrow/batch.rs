@@ -205,6 +205,18 @@ impl RecordBatchBuilder {
         self.weight += weight;
     }
 
+    /// Protobuf records this builder decoded through the per-record value tree instead of
+    /// the single pass since it was made, rejected ones included: only tables with STRUCT,
+    /// ARRAY or MAP columns do, for a record the single pass rejects (so the error is the
+    /// value tree's), one with a NOT NULL column left empty, and one with a map that repeats
+    /// a key or has more than 64 entries. For tests and benchmarks.
+    pub fn proto_records_via_value_tree(&self) -> u64 {
+        match &self.columns {
+            Columns::Nested(nested) => nested.via_tree(),
+            Columns::Flat(_) | Columns::FlatRescuing(_) => 0,
+        }
+    }
+
     /// Records appended since the last [`finish`](Self::finish).
     pub fn len(&self) -> usize {
         self.len

@@ -40,6 +40,8 @@ pub(crate) struct NestedColumns {
     /// The structs entered and not yet ended: (the enclosing struct, whether ending this one
     /// commits its row).
     stack: Vec<(usize, bool)>,
+    /// Protobuf records handed to the value tree since the columns were made.
+    via_tree: u64,
 }
 
 impl NestedColumns {
@@ -48,6 +50,7 @@ impl NestedColumns {
         NestedColumns {
             tree: Tree::new(columns),
             stack: Vec::new(),
+            via_tree: 0,
         }
     }
 
@@ -86,10 +89,17 @@ impl NestedColumns {
         record: &[u8],
         columns: &[Column],
     ) -> Result<(), DecodeError> {
+        self.via_tree += 1;
         let mut slots = decode_record(plan, record)?;
         finalize(columns, &mut slots, Some(0))?;
         self.append_values(&slots);
         Ok(())
+    }
+
+    /// Protobuf records handed to the value tree since the columns were made, rejected
+    /// ones included.
+    pub(crate) fn via_tree(&self) -> u64 {
+        self.via_tree
     }
 
     /// Commits the record's open row in every top-level column.
