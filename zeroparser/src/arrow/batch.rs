@@ -24,6 +24,7 @@ use arrow_schema::{Fields, Schema, SchemaRef};
 
 use super::flat::FlatColumns;
 use super::nested::NestedColumns;
+use super::via_tree::ValueRows;
 use crate::error::{DecodeError, DecodeErrorKind, SchemaError};
 use crate::json::{self, JsonPlan};
 use crate::proto::{schema_id, ProtoPlan};
@@ -167,9 +168,15 @@ impl RecordBatchBuilder {
         if self.rescued.is_some() {
             return self.append_json_rescuing(record, weight);
         }
-        let mut slots = json::decode_record(&self.json, record)?;
-        finalize(&self.schema.columns, &mut slots, None)?;
-        self.commit(&slots, weight);
+        match &mut self.columns {
+            Columns::Flat(flat) => flat.append_json(&self.json, record, &self.schema.columns)?,
+            Columns::Nested(nested) => {
+                nested.append_json(&self.json, record, &self.schema.columns)?
+            }
+            Columns::FlatRescuing(_) => return self.append_json_rescuing(record, weight),
+        }
+        self.len += 1;
+        self.weight += weight;
         Ok(())
     }
 

@@ -16,7 +16,9 @@
 use arrow_array::ArrayRef;
 
 use super::leaf::{Data, LeafColumn};
+use super::via_tree::{self, ValueRows};
 use crate::error::{DecodeError, DecodeErrorKind};
+use crate::json::{decode_into, JsonPlan, JsonSink, RECORD};
 use crate::proto::{ProtoPlan, Visitor};
 use crate::schema::Column;
 use crate::value::{Scalar, Value};
@@ -65,15 +67,26 @@ impl FlatColumns {
         result
     }
 
-    /// Appends one decoded and validated record of the value tree (the JSON path).
-    pub(crate) fn append_values(&mut self, slots: &[Value<'_>]) {
-        for (column, value) in self.columns.iter_mut().zip(slots) {
-            column.push_value(value);
+    /// Decodes one JSON record straight into the columns; a record the one pass does not
+    /// accept (an error, a NOT NULL column left empty) is cut back and decoded through the
+    /// value tree, which gives the error. On error the columns are as before.
+    pub(crate) fn append_json(
+        &mut self,
+        plan: &JsonPlan,
+        record: &str,
+        columns: &[Column],
+    ) -> Result<(), DecodeError> {
+        let mut writer = JsonWriter {
+            columns: &mut self.columns,
+            rows: self.rows,
+            failed: false,
+        };
+        let decoded = decode_into(plan, record, &mut writer).is_ok() && !writer.failed;
+        if decoded && self.end_row(0).is_ok() {
+            return Ok(());
         }
-        for column in self.columns.iter_mut().skip(slots.len()) {
-            column.push_null();
-        }
-        self.rows += 1;
+        self.rollback();
+        via_tree::append_json(self, plan, record, columns)
     }
 
     /// Completes the record, which wrote `filled` columns: nulls for the columns it left
@@ -115,6 +128,63 @@ impl FlatColumns {
         let rows = self.rows;
         self.rows = 0;
         self.columns.iter_mut().map(|c| c.finish(rows)).collect()
+    }
+}
+
+impl ValueRows for FlatColumns {
+    fn append_values(&mut self, slots: &[Value<'_>]) {
+        for (column, value) in self.columns.iter_mut().zip(slots) {
+            column.push_value(value);
+        }
+        for column in self.columns.iter_mut().skip(slots.len()) {
+            column.push_null();
+        }
+        self.rows += 1;
+    }
+}
+
+/// The JSON sink that writes one record's members into the columns (column `i` is node
+/// `i + 1`; a flat table has no containers below the record).
+struct JsonWriter<'c> {
+    columns: &'c mut [LeafColumn],
+    /// The batch's row count before this record.
+    rows: usize,
+    /// The record must take the value-tree path.
+    failed: bool,
+}
+
+impl JsonSink for JsonWriter<'_> {
+    fn child(&self, node: usize, index: usize) -> usize {
+        if node == RECORD {
+            index + 1
+        } else {
+            usize::MAX
+        }
+    }
+
+    fn set(&mut self, node: usize, value: &Value<'_>) {
+        match node.checked_sub(1).and_then(|i| self.columns.get_mut(i)) {
+            Some(column) => column.set_value(self.rows, value),
+            None => self.failed = true,
+        }
+    }
+
+    fn clear(&mut self, node: usize) {
+        self.set(node, &Value::Null);
+    }
+
+    // No containers: never called for a flat table's plan.
+    fn push(&mut self, _: usize, _: &Value<'_>) {
+        self.failed = true;
+    }
+    fn push_key(&mut self, _: usize, _: &Value<'_>) {
+        self.failed = true;
+    }
+    fn begin(&mut self, _: usize) {
+        self.failed = true;
+    }
+    fn commit(&mut self, _: usize) {
+        self.failed = true;
     }
 }
 

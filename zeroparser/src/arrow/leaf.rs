@@ -211,6 +211,20 @@ impl Data {
         }
     }
 
+    /// Appends a value of the value tree; `false` for NULL and values that do not fit.
+    pub(super) fn push_value(&mut self, value: &Value<'_>) -> bool {
+        let scalar = match value {
+            Value::Bool(v) => Scalar::Bool(*v),
+            Value::Int(v) => Scalar::Int(*v),
+            Value::Float(v) => Scalar::Float(*v),
+            Value::Double(v) => Scalar::Double(*v),
+            Value::Str(v) => Scalar::Str(Cow::Borrowed(v.as_ref())),
+            Value::Bytes(v) => Scalar::Bytes(v.as_ref()),
+            Value::Null | Value::List(_) | Value::Map(_) | Value::Struct(..) => return false,
+        };
+        self.push(&scalar)
+    }
+
     fn push_default(&mut self) {
         match self {
             Data::I8(v) => v.push(0),
@@ -346,18 +360,21 @@ impl LeafColumn {
     }
 
     pub(super) fn push_value(&mut self, value: &Value<'_>) {
-        let scalar = match value {
-            Value::Bool(v) => Scalar::Bool(*v),
-            Value::Int(v) => Scalar::Int(*v),
-            Value::Float(v) => Scalar::Float(*v),
-            Value::Double(v) => Scalar::Double(*v),
-            Value::Str(v) => Scalar::Str(Cow::Borrowed(v.as_ref())),
-            Value::Bytes(v) => Scalar::Bytes(v.as_ref()),
-            Value::Null | Value::List(_) | Value::Map(_) | Value::Struct(..) => {
-                return self.push_null()
-            }
-        };
-        self.push(&scalar);
+        if self.data.push_value(value) {
+            self.len += 1;
+        } else {
+            self.push_null();
+        }
+    }
+
+    /// Writes the open row after `rows` committed ones with `value` (NULL: none), replacing
+    /// a value written there before.
+    pub(super) fn set_value(&mut self, rows: usize, value: &Value<'_>) {
+        if matches!(value, Value::Null) {
+            self.truncate(rows);
+        } else {
+            self.write(rows, |data| data.push_value(value));
+        }
     }
 
     pub(super) fn truncate(&mut self, rows: usize) {

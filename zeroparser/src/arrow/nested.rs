@@ -10,6 +10,10 @@
 //! entries are committed as they come; a oneof member that is cleared is cut back through
 //! its offsets. At the end of the record every top-level column commits its open row.
 //!
+//! JSON records take the same column tree through `json::into` ([`JsonSink`]): members
+//! write open rows, array elements and map entries are committed rows, and lists and maps
+//! a record leaves out are NULL rather than empty.
+//!
 //! What the single pass does not decide itself it hands to the value tree, after cutting
 //! every column back to the batch's row count: a record the visitor rejects (so errors,
 //! their paths and offsets are the value tree's, unchanged), a NOT NULL column left empty,
@@ -21,10 +25,12 @@ use arrow_array::ArrayRef;
 
 use super::leaf::Data;
 use super::node::{Kind, Node, Tree};
+use super::via_tree::{self, ValueRows};
 use crate::error::DecodeError;
-use crate::proto::{decode_record, ProtoPlan, Visitor};
+use crate::json::{decode_into, JsonPlan, JsonSink};
+use crate::proto::{ProtoPlan, Visitor};
 use crate::schema::Column;
-use crate::value::{finalize, Scalar, Value};
+use crate::value::{Scalar, Value};
 
 /// Maps with more entries in one record take the value-tree path (which finds repeated keys
 /// with a hash map instead of a scan).
@@ -77,23 +83,31 @@ impl NestedColumns {
             return Ok(());
         }
         self.rollback();
-        self.append_via_tree(plan, record, columns)
+        self.via_tree += 1;
+        via_tree::append_proto(self, plan, record, columns)
     }
 
-    /// The value-tree path for a record the single pass leaves undecided.
-    #[cold]
-    #[inline(never)]
-    fn append_via_tree(
+    /// Decodes one JSON record straight into the columns (through the value tree if the
+    /// one pass leaves it undecided, as for protobuf); on error they are as before.
+    pub(crate) fn append_json(
         &mut self,
-        plan: &ProtoPlan,
-        record: &[u8],
+        plan: &JsonPlan,
+        record: &str,
         columns: &[Column],
     ) -> Result<(), DecodeError> {
-        self.via_tree += 1;
-        let mut slots = decode_record(plan, record)?;
-        finalize(columns, &mut slots, Some(0))?;
-        self.append_values(&slots);
-        Ok(())
+        self.tree.absent_is_empty = false;
+        let mut writer = JsonWriter {
+            tree: &mut self.tree,
+            failed: false,
+        };
+        let decoded = decode_into(plan, record, &mut writer).is_ok() && !writer.failed;
+        let done = decoded && self.end_row().is_ok();
+        self.tree.absent_is_empty = true;
+        if done {
+            return Ok(());
+        }
+        self.rollback();
+        via_tree::append_json(self, plan, record, columns)
     }
 
     /// Protobuf records handed to the value tree since the columns were made, rejected
@@ -112,18 +126,6 @@ impl NestedColumns {
             root.rows += 1;
         }
         Ok(())
-    }
-
-    /// Appends one decoded and validated record of the value tree (the JSON path).
-    pub(crate) fn append_values(&mut self, slots: &[Value<'_>]) {
-        let (first, count) = self.tree.children(ROOT);
-        for i in 0..count {
-            self.tree
-                .append_value(first + i, slots.get(i).unwrap_or(&Value::Null));
-        }
-        if let Some(root) = self.tree.nodes.get_mut(ROOT) {
-            root.rows += 1;
-        }
     }
 
     /// Removes the last row appended (its record turned out to be rejected after all).
@@ -154,6 +156,91 @@ impl NestedColumns {
         (first..first + count)
             .map(|id| self.tree.finish(id))
             .collect()
+    }
+}
+
+impl ValueRows for NestedColumns {
+    fn append_values(&mut self, slots: &[Value<'_>]) {
+        let (first, count) = self.tree.children(ROOT);
+        for i in 0..count {
+            self.tree
+                .append_value(first + i, slots.get(i).unwrap_or(&Value::Null));
+        }
+        if let Some(root) = self.tree.nodes.get_mut(ROOT) {
+            root.rows += 1;
+        }
+    }
+}
+
+/// The JSON sink that writes one record's values into the column tree.
+struct JsonWriter<'c> {
+    tree: &'c mut Tree,
+    /// The record must take the value-tree path.
+    failed: bool,
+}
+
+impl JsonSink for JsonWriter<'_> {
+    #[inline]
+    fn child(&self, node: usize, index: usize) -> usize {
+        self.tree.child(node, index)
+    }
+
+    #[inline]
+    fn set(&mut self, node: usize, value: &Value<'_>) {
+        match self.tree.nodes.get_mut(node) {
+            Some(Node {
+                rows,
+                kind: Kind::Leaf(column),
+                ..
+            }) => column.set_value(*rows, value),
+            _ => self.failed = true,
+        }
+    }
+
+    #[inline]
+    fn push(&mut self, node: usize, value: &Value<'_>) {
+        if matches!(value, Value::Null) && !self.tree.nullable(node) {
+            self.failed = true;
+            return;
+        }
+        match self.tree.nodes.get_mut(node) {
+            Some(Node {
+                rows,
+                kind: Kind::Leaf(column),
+                ..
+            }) => {
+                column.push_value(value);
+                *rows += 1;
+            }
+            Some(_) if matches!(value, Value::Null) => {
+                // A NULL parent has no NOT NULL children to miss.
+                let _ = self.tree.close(node, false);
+            }
+            _ => self.failed = true,
+        }
+    }
+
+    fn push_key(&mut self, map: usize, key: &Value<'_>) {
+        let key_node = self.tree.child(map, 0);
+        self.push(key_node, key);
+        if self.tree.key_repeats(map, MAX_SCANNED_ENTRIES) {
+            self.failed = true;
+        }
+    }
+
+    fn clear(&mut self, node: usize) {
+        let rows = self.tree.rows_of(node);
+        self.tree.truncate(node, rows);
+    }
+
+    fn begin(&mut self, node: usize) {
+        self.tree.open(node);
+    }
+
+    fn commit(&mut self, node: usize) {
+        if self.tree.close(node, true).is_err() {
+            self.failed = true;
+        }
     }
 }
 
@@ -230,34 +317,14 @@ impl Writer<'_> {
     /// next); marks the record for the value tree if the key repeats an earlier one of this
     /// map or the map is too long to scan.
     fn map_key(&mut self, slot: usize, key: &Scalar<'_>) -> Option<usize> {
-        let (key_id, start) = match self.node(slot).and_then(|id| self.tree.nodes.get(id)) {
-            Some(Node {
-                kind: Kind::Map { key, offsets, .. },
-                ..
-            }) => (
-                *key,
-                offsets
-                    .last()
-                    .map_or(0, |&o| usize::try_from(o).unwrap_or(0)),
-            ),
-            _ => {
-                self.failed = true;
-                return None;
-            }
+        let Some(map) = self.node(slot) else {
+            self.failed = true;
+            return None;
         };
+        let key_id = self.tree.child(map, 0);
         self.push(key_id, key);
-        if let Some(Node {
-            rows,
-            kind: Kind::Leaf(column),
-            ..
-        }) = self.tree.nodes.get(key_id)
-        {
-            let new = rows.saturating_sub(1);
-            if new - start.min(new) > MAX_SCANNED_ENTRIES
-                || (start..new).any(|i| column.data.same(i, new))
-            {
-                self.failed = true;
-            }
+        if self.tree.key_repeats(map, MAX_SCANNED_ENTRIES) {
+            self.failed = true;
         }
         Some(key_id)
     }

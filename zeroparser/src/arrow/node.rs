@@ -46,6 +46,8 @@ pub(super) enum Kind {
         field: FieldRef,
         child: usize,
         offsets: Vec<i32>,
+        /// The open row is present (a JSON array began).
+        open: bool,
     },
     /// A MAP: its key node (the value node is `key + 1`).
     Map {
@@ -53,6 +55,8 @@ pub(super) enum Kind {
         entry_fields: Fields,
         key: usize,
         offsets: Vec<i32>,
+        /// The open row is present (a JSON object began).
+        open: bool,
     },
 }
 
@@ -72,6 +76,9 @@ pub(super) struct Node {
 #[derive(Debug)]
 pub(super) struct Tree {
     pub(super) nodes: Vec<Node>,
+    /// A list or map nobody began is empty in a present parent (protobuf: a repeated field
+    /// that does not occur) rather than NULL (JSON: a member that is absent).
+    pub(super) absent_is_empty: bool,
 }
 
 fn offset(count: usize) -> i32 {
@@ -98,7 +105,10 @@ impl Tree {
             },
         }];
         add_children(&mut nodes, &of_columns(columns));
-        Tree { nodes }
+        Tree {
+            nodes,
+            absent_is_empty: true,
+        }
     }
 
     /// Children `first..first + count` of the struct node `id` (none for other nodes).
@@ -148,14 +158,54 @@ impl Tree {
                     self.close(child, own)?;
                 }
             }
-            Kind::List { offsets, .. } | Kind::Map { offsets, .. } => {
+            Kind::List { offsets, open, .. } | Kind::Map { offsets, open, .. } => {
                 offsets.push(offset(end));
-                if !present {
+                if !(present && (*open || self.absent_is_empty)) {
                     node.nulls.push(row(rows));
                 }
+                *open = false;
             }
         }
         Ok(())
+    }
+
+    /// Child `index` of container `id`: a struct's field, a list's element (0), a map's key
+    /// (0) or value (1); `usize::MAX` (no node) otherwise.
+    #[inline]
+    pub(super) fn child(&self, id: usize, index: usize) -> usize {
+        match self.nodes.get(id).map(|n| &n.kind) {
+            Some(Kind::Struct { first, count, .. }) if index < *count => first + index,
+            Some(Kind::List { child, .. }) if index == 0 => *child,
+            Some(Kind::Map { key, .. }) if index < 2 => key + index,
+            _ => usize::MAX,
+        }
+    }
+
+    /// Whether the key committed last in map `id` repeats a key of the map's open row, or
+    /// the open row has more than `max` entries (then `true` too: the caller does not scan).
+    pub(super) fn key_repeats(&self, id: usize, max: usize) -> bool {
+        let Some(Kind::Map { key, offsets, .. }) = self.nodes.get(id).map(|n| &n.kind) else {
+            return false;
+        };
+        let start = offsets
+            .last()
+            .map_or(0, |&o| usize::try_from(o).unwrap_or(0));
+        let Some(Node {
+            rows,
+            kind: Kind::Leaf(column),
+            ..
+        }) = self.nodes.get(*key)
+        else {
+            return false;
+        };
+        let last = rows.saturating_sub(1);
+        let start = start.min(last);
+        last - start > max || (start..last).any(|i| column.data.same(i, last))
+    }
+
+    /// Whether node `id` may hold NULL.
+    pub(super) fn nullable(&self, id: usize) -> bool {
+        self.nodes.get(id).is_some_and(|n| n.nullable)
     }
 
     /// Committed rows of node `id`.
@@ -164,11 +214,11 @@ impl Tree {
         self.nodes.get(id).map_or(0, |n| n.rows)
     }
 
-    /// Marks the open row of struct node `id` present.
+    /// Marks the open row of container node `id` present.
     #[inline]
     pub(super) fn open(&mut self, id: usize) {
         if let Some(Node {
-            kind: Kind::Struct { open, .. },
+            kind: Kind::Struct { open, .. } | Kind::List { open, .. } | Kind::Map { open, .. },
             ..
         }) = self.nodes.get_mut(id)
         {
@@ -196,7 +246,13 @@ impl Tree {
                     self.truncate(child, rows);
                 }
             }
-            Kind::List { child, offsets, .. } => {
+            Kind::List {
+                child,
+                offsets,
+                open,
+                ..
+            } => {
+                *open = false;
                 offsets.truncate(rows + 1);
                 let end = offsets
                     .last()
@@ -204,7 +260,10 @@ impl Tree {
                 let child = *child;
                 self.truncate(child, end);
             }
-            Kind::Map { key, offsets, .. } => {
+            Kind::Map {
+                key, offsets, open, ..
+            } => {
+                *open = false;
                 offsets.truncate(rows + 1);
                 let end = offsets
                     .last()
@@ -238,14 +297,16 @@ impl Tree {
                     self.append_value(first + i, fields.get(i).unwrap_or(&Value::Null));
                 }
             }
-            (Kind::List { child, .. }, Value::List(items)) => {
+            (Kind::List { child, open, .. }, Value::List(items)) => {
+                *open = true;
                 let child = *child;
                 for item in items {
                     self.append_value(child, item);
                 }
                 let _ = self.close(id, true);
             }
-            (Kind::Map { key, .. }, Value::Map(entries)) => {
+            (Kind::Map { key, open, .. }, Value::Map(entries)) => {
+                *open = true;
                 let key = *key;
                 for (k, v) in entries {
                     self.append_value(key, k);
@@ -287,6 +348,7 @@ impl Tree {
                 field,
                 child,
                 offsets,
+                ..
             } => {
                 let field = field.clone();
                 let child = *child;
@@ -299,6 +361,7 @@ impl Tree {
                 entry_fields,
                 key,
                 offsets,
+                ..
             } => {
                 let (entries_field, entry_fields) = (entries_field.clone(), entry_fields.clone());
                 let key = *key;
@@ -389,6 +452,7 @@ fn shell(data_type: &ColumnType) -> Kind {
             field: list_field(element, *contains_null),
             child: 0,
             offsets: vec![0],
+            open: false,
         },
         ColumnType::Map {
             key,
@@ -399,6 +463,7 @@ fn shell(data_type: &ColumnType) -> Kind {
             entry_fields: map_entry_fields(key, value, *value_contains_null),
             key: 0,
             offsets: vec![0],
+            open: false,
         },
         ColumnType::Struct(columns) => Kind::Struct {
             fields: struct_fields(columns),
