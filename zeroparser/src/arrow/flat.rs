@@ -198,13 +198,23 @@ struct RowWriter<'c> {
 }
 
 impl RowWriter<'_> {
-    /// Writes the record's value of column `slot` with `push` (see [`LeafColumn::write`]).
+    /// Writes the record's value of column `slot` with `push` (which returns `false` if the
+    /// value does not fit the column: then a null); a value written before is replaced.
     #[inline(always)]
     fn write(&mut self, slot: usize, push: impl FnOnce(&mut Data) -> bool) {
-        if let Some(column) = self.columns.get_mut(slot) {
-            if column.write(self.rows, push) {
-                self.filled += 1;
-            }
+        let rows = self.rows;
+        let Some(column) = self.columns.get_mut(slot) else {
+            return;
+        };
+        if column.len > rows {
+            column.truncate(rows);
+        } else {
+            self.filled += 1;
+        }
+        if push(&mut column.data) {
+            column.len += 1;
+        } else {
+            column.push_null();
         }
     }
 }
