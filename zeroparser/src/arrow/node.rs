@@ -122,18 +122,13 @@ impl Tree {
 
     /// Commits the open row of node `id`, whose parent row is `present` (or NULL).
     pub(super) fn close(&mut self, id: usize, present: bool) -> Result<(), Missing> {
-        // A list's or map's new end offset: its child's committed rows.
-        let end = match self.nodes.get(id).map(|n| &n.kind) {
-            Some(Kind::List { child: c, .. } | Kind::Map { key: c, .. }) => self.rows_of(*c),
-            _ => 0,
-        };
         let Some(node) = self.nodes.get_mut(id) else {
             return Ok(());
         };
         let rows = node.rows;
         node.rows += 1;
         let nullable = node.nullable;
-        match &mut node.kind {
+        let (first, count, own) = match &mut node.kind {
             Kind::Leaf(column) => {
                 if column.len <= rows {
                     if present && !nullable {
@@ -141,6 +136,7 @@ impl Tree {
                     }
                     column.push_null();
                 }
+                return Ok(());
             }
             Kind::Struct {
                 first, count, open, ..
@@ -150,21 +146,32 @@ impl Tree {
                     return Err(Missing);
                 }
                 *open = false;
-                let (first, count) = (*first, *count);
                 if !own {
                     node.nulls.push(row(rows));
                 }
-                for child in first..first + count {
-                    self.close(child, own)?;
-                }
+                (*first, *count, own)
             }
-            Kind::List { offsets, open, .. } | Kind::Map { offsets, open, .. } => {
-                offsets.push(offset(end));
-                if !(present && (*open || self.absent_is_empty)) {
-                    node.nulls.push(row(rows));
+            Kind::List { child: c, .. } | Kind::Map { key: c, .. } => {
+                // The new end offset: the child's committed rows.
+                let c = *c;
+                let end = self.rows_of(c);
+                if let Some(Node {
+                    nulls,
+                    kind: Kind::List { offsets, open, .. } | Kind::Map { offsets, open, .. },
+                    ..
+                }) = self.nodes.get_mut(id)
+                {
+                    offsets.push(offset(end));
+                    if !(present && (*open || self.absent_is_empty)) {
+                        nulls.push(row(rows));
+                    }
+                    *open = false;
                 }
-                *open = false;
+                return Ok(());
             }
+        };
+        for child in first..first + count {
+            self.close(child, own)?;
         }
         Ok(())
     }
