@@ -9,15 +9,17 @@
 //!   │                                                              plan, scalar, fast)
 //!   ▼
 //! RecordBatchBuilder::append_proto / append_json, per record     arrow/batch
-//!   │  flat tables, protobuf: one pass, no allocation            proto/ (wire, visit, visitor,
-//!   │    (ProtoPlan::visit → columns; a failed record is cut       fast, checks), arrow/flat
-//!   │    back)
-//!   │  otherwise:
+//!   │  one pass, no per-record value tree                        proto/ (wire, visit, visitor,
+//!   │    (protobuf: ProtoPlan::visit; JSON: json::into → flat      fast, checks), json/into,
+//!   │    columns or the column tree; a failed record is cut        arrow/ (leaf, flat, node,
+//!   │    back through the offsets)                                 nested)
+//!   │  records the one pass leaves undecided (rejected, NOT
+//!   │  NULL left empty, repeated map key), and `_rescued_data`:
 //!   │  1. decode into a per-record value tree (borrows input)    proto/tree, json/ (plan,
 //!   │                                                              decode, seed, convert, side)
 //!   │  2. validate it (NOT NULL, duplicate map keys)             value/ (tree, scalar, convert,
 //!   │                                                              variant, finalize)
-//!   │  3. append to the Arrow builders (cannot fail)             arrow/builders
+//!   │  3. append to the same columns (cannot fail)               arrow/ (flat, node)
 //!   ▼
 //! RecordBatchBuilder::finish() -> RecordBatch
 //! ```

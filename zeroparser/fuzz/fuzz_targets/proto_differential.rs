@@ -1,7 +1,10 @@
-//! Differential fuzz target: arbitrary bytes decoded by Sluice's zeroparser (the value-tree
-//! path for a table with STRUCT / ARRAY / MAP columns, and the single-pass flat path for a
-//! scalar-only table) and by prost-reflect `DynamicMessage` over the same proto2 descriptor.
-//! They must agree on accept / reject and, when both accept, on every value. Depth-limit and
+//! Differential fuzz target: arbitrary bytes decoded by Sluice's zeroparser (the single-pass
+//! nested path, `arrow::nested`, for a table with STRUCT / ARRAY / MAP columns, and the
+//! single-pass flat path for a scalar-only table) and by prost-reflect `DynamicMessage` over
+//! the same proto2 descriptor. They must agree on accept / reject and, when both accept, on
+//! every value. Each record is appended after a fixed seed record with data in every
+//! nested column: a rejected record must leave exactly the seed row (child offsets and null
+//! buffers included), an accepted one must not change it. Depth-limit and
 //! wrong-wire-type rejections are exempt (zeroparser stops at 64 levels, prost-reflect at
 //! 100; zeroparser rejects a known field with the wrong wire type, as issue 3 asks). The
 //! descriptor has no uint64 / fixed64 fields: those fill BIGINT only up to i64::MAX, which
@@ -210,7 +213,23 @@ struct Subject {
     message: MessageDescriptor,
     plan: ProtoPlan,
     schema: TableSchema,
+    /// A valid record appended before the fuzzed one, and its row.
+    seed: Vec<u8>,
+    seed_row: Json,
 }
+
+/// The nested seed: f_int64 = 9, inner {1, "s", true}, r_int32 [5, 7], r_string ["ab"],
+/// r_inner [{2, "q"}, {}], m_str {"k": 3}, m_inner {4: {flag: true}}, r_double [1.5].
+const NESTED_SEED: &[u8] = &[
+    0x18, 0x09, 0x8A, 0x01, 0x07, 0x08, 0x01, 0x12, 0x01, 0x73, 0x18, 0x01, 0x90, 0x01, 0x05,
+    0x90, 0x01, 0x07, 0x9A, 0x01, 0x02, 0x61, 0x62, 0xA2, 0x01, 0x05, 0x08, 0x02, 0x12, 0x01,
+    0x71, 0xA2, 0x01, 0x00, 0xAA, 0x01, 0x05, 0x0A, 0x01, 0x6B, 0x10, 0x03, 0xB2, 0x01, 0x06,
+    0x08, 0x04, 0x12, 0x02, 0x18, 0x01, 0xD1, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xF8,
+    0x3F,
+];
+
+/// The flat seed: f_int64 = 9.
+const FLAT_SEED: &[u8] = &[0x18, 0x09];
 
 struct Setup {
     nested: Subject,
@@ -229,13 +248,19 @@ fn setup() -> &'static Setup {
         };
         let pool = DescriptorPool::from_file_descriptor_set(FileDescriptorSet { file: vec![file] })
             .expect("descriptor pool");
-        let subject = |name: &str, descriptor: DescriptorProto, sql: String| {
+        let subject = |name: &str, descriptor: DescriptorProto, sql: String, seed: &[u8]| {
             let schema = TableSchema::parse(&sql).expect("schema");
             let plan = ProtoPlan::compile(&descriptor.encode_to_vec(), &schema).expect("plan");
+            let message = pool.get_message_by_name(name).expect("message");
+            let seed_row = message_json(
+                &DynamicMessage::decode(message.clone(), seed).expect("the seed is valid"),
+            );
             Subject {
-                message: pool.get_message_by_name(name).expect("message"),
+                message,
                 plan,
                 schema,
+                seed: seed.to_vec(),
+                seed_row,
             }
         };
         let nested_sql = format!(
@@ -244,8 +269,8 @@ fn setup() -> &'static Setup {
             scalar_columns()
         );
         Setup {
-            nested: subject("fz.Root", root(), nested_sql),
-            flat: subject("fz.Flat", flat(), scalar_columns()),
+            nested: subject("fz.Root", root(), nested_sql, NESTED_SEED),
+            flat: subject("fz.Flat", flat(), scalar_columns(), FLAT_SEED),
         }
     })
 }
@@ -399,7 +424,19 @@ fn check_rescue(
 
 fn check(subject: &Subject, data: &[u8]) {
     let mut builder = RecordBatchBuilder::new(&subject.schema);
+    builder
+        .append_proto(&subject.plan, &subject.seed)
+        .expect("the seed is valid");
     let ours = builder.append_proto(&subject.plan, data);
+    if ours.is_err() {
+        let got = rows(&builder.finish());
+        assert_eq!(
+            got,
+            vec![subject.seed_row.clone()],
+            "a rejected record changed the batch: {}",
+            hex(data)
+        );
+    }
     let theirs = DynamicMessage::decode(subject.message.clone(), data);
     let plain = ours.is_ok().then(|| {
         let mut copy = RecordBatchBuilder::new(&subject.schema);
@@ -420,10 +457,10 @@ fn check(subject: &Subject, data: &[u8]) {
         (Ok(()), Ok(message)) => {
             let batch = builder.finish();
             let got = rows(&batch);
-            let want = vec![message_json(message)];
+            let want = vec![subject.seed_row.clone(), message_json(message)];
             assert_eq!(got, want, "values differ for {}", hex(data));
         }
-        (Err(_), Err(_)) => assert!(builder.is_empty()),
+        (Err(_), Err(_)) => {}
         (Ok(()), Err(e)) => panic!(
             "zeroparser accepted, prost-reflect: {e}; input {}",
             hex(data)

@@ -4,11 +4,12 @@
 //! Contract: an append that returns `Err` leaves the builder exactly as it was.
 //!
 //! Two strategies keep it:
-//! - flat tables (every column a scalar), protobuf records: one pass straight into the
-//!   columns (`arrow::flat`); a failed record cuts every column back to the batch's row count;
-//! - otherwise (nested columns, and every JSON record): the record is decoded into a
-//!   per-record value tree and validated completely (NOT NULL, duplicate map keys) before
-//!   the first Arrow builder is touched; the append step itself cannot fail.
+//! - protobuf records: one pass straight into the columns (`arrow::flat` for tables whose
+//!   columns are all scalars, `arrow::nested` otherwise); a failed record cuts every column
+//!   back to the batch's row count, through the offsets of nested columns;
+//! - JSON records (and the few protobuf records `arrow::nested` hands on): the record is
+//!   decoded into a per-record value tree and validated completely (NOT NULL, duplicate map
+//!   keys) before the first column is touched; the append step itself cannot fail.
 //!
 //! A builder made [`with_rescued_data`](RecordBatchBuilder::with_rescued_data) adds the
 //! `_rescued_data` column after the schema's columns (see `rescue`): JSON records take the
@@ -21,11 +22,12 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, RecordBatch, StructArray};
 use arrow_schema::{Fields, Schema, SchemaRef};
 
-use super::builders::ColumnBuilder;
 use super::flat::FlatColumns;
+use super::nested::NestedColumns;
+use super::via_tree::ValueRows;
 use crate::error::{DecodeError, DecodeErrorKind, SchemaError};
 use crate::json::{self, JsonPlan};
-use crate::proto::{self, schema_id, ProtoPlan};
+use crate::proto::{schema_id, ProtoPlan};
 use crate::rescue::{self, rescue_unknown, RescuedColumn};
 use crate::schema::TableSchema;
 use crate::value::{finalize, Value};
@@ -41,8 +43,8 @@ enum Columns {
     /// The same, for a builder with the rescued-data column: a variant of its own keeps
     /// the default flat path down to the one check it always had.
     FlatRescuing(FlatColumns),
-    /// Arrow builders fed from the value tree.
-    Nested(Vec<ColumnBuilder>),
+    /// A column tree: single-pass protobuf appends, JSON through the value tree.
+    Nested(NestedColumns),
 }
 
 /// Accumulates records as Arrow columns.
@@ -72,13 +74,7 @@ impl RecordBatchBuilder {
             arrow_schema,
             columns: match FlatColumns::new(&schema.columns) {
                 Some(flat) => Columns::Flat(flat),
-                None => Columns::Nested(
-                    schema
-                        .columns
-                        .iter()
-                        .map(|c| ColumnBuilder::new(&c.data_type))
-                        .collect(),
-                ),
+                None => Columns::Nested(NestedColumns::new(&schema.columns)),
             },
             json: JsonPlan::new(&schema.columns),
             rescued: None,
@@ -116,18 +112,15 @@ impl RecordBatchBuilder {
         }
         let weight = record.len().saturating_mul(plan.amplification);
         self.check_weight(weight)?;
-        if let Columns::Flat(flat) = &mut self.columns {
-            flat.append_proto(plan, record)?;
-            self.len += 1;
-            self.weight += weight;
-            return Ok(());
+        match &mut self.columns {
+            Columns::Flat(flat) => flat.append_proto(plan, record)?,
+            Columns::Nested(nested) if self.rescued.is_none() => {
+                nested.append_proto(plan, record, &self.schema.columns)?
+            }
+            _ => return self.append_proto_rescuing(plan, record, weight),
         }
-        if self.rescued.is_some() {
-            return self.append_proto_rescuing(plan, record, weight);
-        }
-        let mut slots = proto::decode_record(plan, record)?;
-        finalize(&self.schema.columns, &mut slots, Some(0))?;
-        self.commit(&slots, weight);
+        self.len += 1;
+        self.weight += weight;
         Ok(())
     }
 
@@ -141,29 +134,27 @@ impl RecordBatchBuilder {
         record: &[u8],
         weight: usize,
     ) -> Result<(), DecodeError> {
-        let batch_weight = self.weight;
-        let rescue = || {
-            let text = rescue_unknown(&plan.root, record)?;
+        match &mut self.columns {
+            Columns::Flat(flat) | Columns::FlatRescuing(flat) => flat.append_proto(plan, record)?,
+            Columns::Nested(nested) => nested.append_proto(plan, record, &self.schema.columns)?,
+        }
+        let rescued = rescue_unknown(&plan.root, record).and_then(|text| {
             let weight = rescued_weight(weight, text.as_deref());
-            check_weight(batch_weight, weight)?;
+            self.check_weight(weight)?;
             Ok((text, weight))
-        };
-        let text = match &mut self.columns {
-            Columns::Flat(flat) | Columns::FlatRescuing(flat) => {
-                flat.append_proto(plan, record)?;
-                let (text, weight) = rescue().inspect_err(|_| flat.pop_row())?;
-                self.len += 1;
-                self.weight += weight;
-                text
-            }
-            Columns::Nested(_) => {
-                let mut slots = proto::decode_record(plan, record)?;
-                finalize(&self.schema.columns, &mut slots, Some(0))?;
-                let (text, weight) = rescue()?;
-                self.commit(&slots, weight);
-                text
+        });
+        let (text, weight) = match rescued {
+            Ok(rescued) => rescued,
+            Err(e) => {
+                match &mut self.columns {
+                    Columns::Flat(flat) | Columns::FlatRescuing(flat) => flat.pop_row(),
+                    Columns::Nested(nested) => nested.pop_row(),
+                }
+                return Err(e);
             }
         };
+        self.len += 1;
+        self.weight += weight;
         if let Some(column) = &mut self.rescued {
             column.append(text.as_deref());
         }
@@ -177,9 +168,15 @@ impl RecordBatchBuilder {
         if self.rescued.is_some() {
             return self.append_json_rescuing(record, weight);
         }
-        let mut slots = json::decode_record(&self.json, record)?;
-        finalize(&self.schema.columns, &mut slots, None)?;
-        self.commit(&slots, weight);
+        match &mut self.columns {
+            Columns::Flat(flat) => flat.append_json(&self.json, record, &self.schema.columns)?,
+            Columns::Nested(nested) => {
+                nested.append_json(&self.json, record, &self.schema.columns)?
+            }
+            Columns::FlatRescuing(_) => return self.append_json_rescuing(record, weight),
+        }
+        self.len += 1;
+        self.weight += weight;
         Ok(())
     }
 
@@ -209,14 +206,22 @@ impl RecordBatchBuilder {
     fn commit(&mut self, slots: &[Value<'_>], weight: usize) {
         match &mut self.columns {
             Columns::Flat(flat) | Columns::FlatRescuing(flat) => flat.append_values(slots),
-            Columns::Nested(builders) => {
-                for (builder, value) in builders.iter_mut().zip(slots) {
-                    builder.append(value);
-                }
-            }
+            Columns::Nested(nested) => nested.append_values(slots),
         }
         self.len += 1;
         self.weight += weight;
+    }
+
+    /// Protobuf records this builder decoded through the per-record value tree instead of
+    /// the single pass since it was made, rejected ones included: only tables with STRUCT,
+    /// ARRAY or MAP columns do, for a record the single pass rejects (so the error is the
+    /// value tree's), one with a NOT NULL column left empty, and one with a map that repeats
+    /// a key or has more than 64 entries. For tests and benchmarks.
+    pub fn proto_records_via_value_tree(&self) -> u64 {
+        match &self.columns {
+            Columns::Nested(nested) => nested.via_tree(),
+            Columns::Flat(_) | Columns::FlatRescuing(_) => 0,
+        }
     }
 
     /// Records appended since the last [`finish`](Self::finish).
@@ -237,7 +242,7 @@ impl RecordBatchBuilder {
         self.weight = 0;
         let mut arrays: Vec<ArrayRef> = match &mut self.columns {
             Columns::Flat(flat) | Columns::FlatRescuing(flat) => flat.finish(),
-            Columns::Nested(builders) => builders.iter_mut().map(ColumnBuilder::finish).collect(),
+            Columns::Nested(nested) => nested.finish(),
         };
         if let Some(column) = &mut self.rescued {
             arrays.push(column.finish());

@@ -6,6 +6,9 @@ use std::collections::HashMap;
 
 use crate::schema::{Column, ColumnType};
 
+/// Structs with at most this many columns find a key by a scan instead of the hash table.
+const LINEAR_LOOKUP: usize = 16;
+
 /// The table schema prepared for JSON decoding (name lookup tables).
 #[derive(Debug, Clone)]
 pub(crate) struct JsonPlan {
@@ -66,7 +69,13 @@ impl StructPlan {
     }
 
     pub(crate) fn find(&self, key: &str) -> Option<usize> {
-        self.exact.get(key).copied().or_else(|| {
+        // A short scan beats hashing the key for the usual handful of columns.
+        let exact = if self.columns.len() <= LINEAR_LOOKUP {
+            self.columns.iter().position(|c| c.name == key)
+        } else {
+            self.exact.get(key).copied()
+        };
+        exact.or_else(|| {
             self.columns
                 .iter()
                 .position(|c| c.name.eq_ignore_ascii_case(key))

@@ -8,6 +8,7 @@ mod prost_reflect_roundtrip;
 mod proto_compile;
 mod proto_decode;
 mod proto_errors;
+mod random_descriptors;
 mod rescued_data;
 mod schema_roundtrip;
 mod support;

@@ -12,12 +12,12 @@ use prost_reflect::{
     ReflectMessage, Value,
 };
 use prost_types::field_descriptor_proto::Type;
-use prost_types::{FieldDescriptorProto, FieldOptions, FileDescriptorProto, FileDescriptorSet};
+use prost_types::{FileDescriptorProto, FileDescriptorSet};
 use serde_json::{json, Value as Json};
 use sluice_zeroparser::{ColumnType, ProtoPlan, RecordBatchBuilder, TableSchema};
 
 use crate::support::{
-    array_cell, enumeration, map_entry, message, repeated, scalar, typed, typed_repeated,
+    array_cell, enumeration, map_entry, message, packed, repeated, scalar, typed, typed_repeated,
 };
 
 const NESTED: &str = "STRUCT<x: BIGINT, label: STRING, inner: STRUCT<flag: BOOLEAN>>";
@@ -34,16 +34,6 @@ fn table() -> TableSchema {
          f_variant VARIANT"
     ))
     .expect("table parses")
-}
-
-fn packed(field: FieldDescriptorProto) -> FieldDescriptorProto {
-    FieldDescriptorProto {
-        options: Some(FieldOptions {
-            packed: Some(true),
-            ..Default::default()
-        }),
-        ..field
-    }
 }
 
 fn file() -> FileDescriptorProto {
@@ -382,7 +372,7 @@ fn float(value: f64) -> Json {
 }
 
 /// What the batch should hold for `field` of `message`, derived from prost-reflect's values.
-fn expected_field(
+pub(crate) fn expected_field(
     message: &DynamicMessage,
     field: &FieldDescriptor,
     column_type: &ColumnType,
@@ -429,7 +419,7 @@ fn expected_field(
     }
 }
 
-fn expected_value(value: &Value, kind: &Kind, column_type: &ColumnType) -> Json {
+pub(crate) fn expected_value(value: &Value, kind: &Kind, column_type: &ColumnType) -> Json {
     match value {
         Value::Bool(b) => json!(b),
         Value::I32(i) => json!(i),
@@ -468,7 +458,7 @@ fn expected_value(value: &Value, kind: &Kind, column_type: &ColumnType) -> Json 
     }
 }
 
-fn sort_pairs(pairs: &mut [Json]) {
+pub(crate) fn sort_pairs(pairs: &mut [Json]) {
     pairs.sort_by_key(|pair| pair[0].to_string());
 }
 

@@ -13,7 +13,7 @@ use prost::Message;
 use prost_types::field_descriptor_proto::{Label, Type};
 use prost_types::{
     DescriptorProto, EnumDescriptorProto, EnumValueDescriptorProto, FieldDescriptorProto,
-    MessageOptions,
+    FieldOptions, MessageOptions,
 };
 use serde_json::{json, Value as Json};
 use sluice_zeroparser::{ProtoPlan, RecordBatchBuilder, TableSchema};
@@ -32,6 +32,17 @@ pub fn repeated(name: &str, number: i32, ty: Type) -> FieldDescriptorProto {
     FieldDescriptorProto {
         label: Some(Label::Repeated as i32),
         ..scalar(name, number, ty)
+    }
+}
+
+/// `field` with `[packed = true]`.
+pub fn packed(field: FieldDescriptorProto) -> FieldDescriptorProto {
+    FieldDescriptorProto {
+        options: Some(FieldOptions {
+            packed: Some(true),
+            ..Default::default()
+        }),
+        ..field
     }
 }
 

@@ -6,7 +6,7 @@ use std::hint::black_box;
 
 use arrow_array::builder::{
     make_builder, ArrayBuilder, BinaryBuilder, BooleanBuilder, Float32Builder, Float64Builder,
-    Int32Builder, Int64Builder, ListBuilder, MapBuilder, StringBuilder,
+    Int32Builder, Int64Builder, ListBuilder, MapBuilder, StringBuilder, StructBuilder,
 };
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, SchemaRef};
@@ -189,6 +189,29 @@ fn append(
                 }
                 let _ = b.append(true);
             }
+        }
+        DataType::Struct(children) => {
+            let (Some(b), Kind::Message(descriptor)) = (downcast::<StructBuilder>(builder), kind)
+            else {
+                return;
+            };
+            let message = value.and_then(Value::as_message);
+            for ((child, child_builder), field) in children
+                .iter()
+                .zip(b.field_builders_mut())
+                .zip(descriptor.fields())
+            {
+                let child_value = message
+                    .filter(|m| !field.supports_presence() || m.has_field(&field))
+                    .map(|m| m.get_field(&field));
+                append(
+                    child_builder.as_mut(),
+                    child.data_type(),
+                    &field.kind(),
+                    child_value.as_deref(),
+                );
+            }
+            b.append(message.is_some());
         }
         _ => {}
     }

@@ -15,6 +15,8 @@ pub struct Shape {
     pub short_strings: &'static [&'static str],
     /// Elements of repeated fields and entries of maps.
     pub list_len: usize,
+    /// Length of the strings inside lists, map values and repeated messages.
+    pub element_len: usize,
     /// Upper bound of int32-typed values (small counters encode in one byte).
     pub int32_max: u64,
 }
@@ -62,9 +64,9 @@ pub fn records(message: &MessageDescriptor, shape: Shape, count: usize) -> Vec<V
 fn random_message(message: &MessageDescriptor, shape: Shape, rng: &mut Rng) -> DynamicMessage {
     let mut out = DynamicMessage::new(message.clone());
     for field in message.fields() {
-        // Elements of lists and maps are short strings.
+        // Elements of lists and maps have strings of their own length.
         let element_shape = Shape {
-            string_len: 16,
+            string_len: shape.element_len,
             ..shape
         };
         let value = if field.is_map() {

@@ -7,17 +7,23 @@
 //!
 //! - (a) parse and touch every field once (`touch`);
 //! - (b) parse into an Arrow RecordBatch (`arrow_peers`): Sluice's real path against
-//!   prost-reflect + Arrow builders.
+//!   prost-reflect + Arrow builders, beside prost's plain decode and Sluice's own
+//!   parse-and-touch rate from (a);
+//! - (c) JSON into an Arrow RecordBatch (`json_peers`): Sluice's `append_json` against
+//!   arrow-json's `ReaderBuilder` decoder with the same schema, on the same rows (workloads
+//!   with BINARY columns are left out).
 //!
 //! Single thread; each number is the median of several trials of at least one second of
-//! thread CPU time, in MB/s of protobuf input (10^6 bytes per CPU second).
+//! thread CPU time, in MB/s of input (10^6 bytes of protobuf, or of JSON text in (c), per
+//! CPU second).
 //!
 //! Usage: `zeroparser-bench [--trials N] [--min-trial-ms MS] [--records N] [--filter TEXT]
-//! [--only prost,reflect,official,sluice,reflect-arrow,sluice-arrow]` (a decoder left out
-//! shows 0).
+//! [--only prost,reflect,official,sluice,reflect-arrow,sluice-arrow,arrow-json,sluice-json]`
+//! (a decoder left out shows 0).
 
 mod arrow_peers;
 mod generate;
+mod json_peers;
 mod prost_types_gen;
 mod schema_of;
 mod timing;
@@ -134,10 +140,12 @@ fn check(workload: &Workload, c: &Compiled) -> anyhow::Result<()> {
         .iter()
         .all(|r| c.plan.visit(r, &mut NoVisit).is_ok());
     let rows = arrow_peers::sluice(&c.schema, &c.plan, records);
-    if !official_ok || !sluice_ok || rows != n {
+    let reflect_rows =
+        arrow_peers::prost_reflect(&workload.descriptor, &c.schema.arrow_schema(), records);
+    if !official_ok || !sluice_ok || rows != n || reflect_rows != n {
         bail!(
             "{}: a decoder rejected a record (official ok: {official_ok}, sluice visit ok: \
-             {sluice_ok}, sluice rows {rows} of {n})",
+             {sluice_ok}, sluice rows {rows} of {n}, prost-reflect + Arrow rows {reflect_rows})",
             workload.name
         );
     }
@@ -193,10 +201,20 @@ fn main() -> anyhow::Result<()> {
     let mut arrow_table = Table::new(&[
         "workload",
         "bytes/record",
+        "prost plain decode MB/s",
         "prost-reflect + Arrow builders MB/s",
-        "Sluice RecordBatchBuilder MB/s",
-        "Sluice / prost-reflect",
+        "Sluice into Arrow MB/s",
+        "into Arrow / prost",
+        "into Arrow / Sluice parse-and-touch",
+        "Sluice / prost-reflect + Arrow",
         "Sluice rows/s",
+    ]);
+    let mut json_table = Table::new(&[
+        "workload",
+        "JSON bytes/row",
+        "arrow-json MB/s",
+        "Sluice append_json MB/s",
+        "Sluice / arrow-json",
     ]);
     for workload in &workloads {
         let c = compile(workload)?;
@@ -240,14 +258,39 @@ fn main() -> anyhow::Result<()> {
         arrow_table.row(vec![
             workload.name.into(),
             size,
+            mb(prost),
             mb(reflect_arrow),
             mb(sluice_arrow),
+            format!("{:.2}×", sluice_arrow / prost),
+            format!("{:.0} %", 100.0 * sluice_arrow / sluice),
             format!("{:.2}×", sluice_arrow / reflect_arrow),
             format!(
                 "{:.2} M",
                 sluice_arrow * 1e6 / workload.mean_record_bytes() / 1e6
             ),
         ]);
+        if let Some(rows) = json_peers::rows(&workload.descriptor, records) {
+            let batches = json_peers::ndjson_batches(&rows);
+            let json_bytes: usize = rows.iter().map(String::len).sum();
+            if json_peers::sluice(&c.schema, &rows) != rows.len()
+                || json_peers::arrow_json(&arrow_schema, &batches) != rows.len()
+            {
+                bail!("{}: a JSON decoder rejected a row", workload.name);
+            }
+            let arrow_json = measure(&args, "arrow-json", json_bytes, || {
+                std::hint::black_box(json_peers::arrow_json(&arrow_schema, &batches));
+            });
+            let sluice_json = measure(&args, "sluice-json", json_bytes, || {
+                std::hint::black_box(json_peers::sluice(&c.schema, &rows));
+            });
+            json_table.row(vec![
+                workload.name.into(),
+                format!("{:.0}", json_bytes as f64 / rows.len().max(1) as f64),
+                mb(arrow_json),
+                mb(sluice_json),
+                format!("{:.2}×", sluice_json / arrow_json),
+            ]);
+        }
     }
     println!(
         "zeroparser-bench: {} records per workload, single thread, median of {} trials of \
@@ -265,5 +308,10 @@ fn main() -> anyhow::Result<()> {
         arrow_peers::BATCH_ROWS
     );
     println!("{}", arrow_table.render());
+    println!(
+        "Mode (c): JSON into an Arrow RecordBatch ({} rows per batch; MB/s of JSON text)\n",
+        arrow_peers::BATCH_ROWS
+    );
+    println!("{}", json_table.render());
     Ok(())
 }

@@ -9,7 +9,9 @@ use databricks_zerobus_ingest_sdk::zeroparser::MessageRegistry;
 use prost_reflect::{DynamicMessage, Kind, MapKey, MessageDescriptor, Value};
 use sluice_zeroparser::{ProtoPlan, Scalar, Visitor};
 
-use crate::prost_types_gen::{AirQuality, AllTypes, NeowiseRow, WideRecord};
+use crate::prost_types_gen::{
+    AirQuality, AllTypes, NeowiseRow, TelemetryList, TelemetryMap, TelemetryNested, WideRecord,
+};
 use crate::workloads::Message;
 
 /// A value folded into a checksum.
@@ -70,6 +72,9 @@ pub fn prost(message: Message, records: &[Vec<u8>]) -> u64 {
         Message::AllTypes => run::<AllTypes>(records),
         Message::WideRecord => run::<WideRecord>(records),
         Message::NeowiseRow => run::<NeowiseRow>(records),
+        Message::TelemetryList => run::<TelemetryList>(records),
+        Message::TelemetryNested => run::<TelemetryNested>(records),
+        Message::TelemetryMap => run::<TelemetryMap>(records),
     }
 }
 

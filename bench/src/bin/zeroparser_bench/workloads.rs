@@ -15,6 +15,9 @@ pub enum Message {
     AllTypes,
     WideRecord,
     NeowiseRow,
+    TelemetryList,
+    TelemetryNested,
+    TelemetryMap,
 }
 
 impl Message {
@@ -24,6 +27,9 @@ impl Message {
             Message::AllTypes => "sluice.bench.AllTypes",
             Message::WideRecord => "sluice.bench.WideRecord",
             Message::NeowiseRow => "sluice.bench.NeowiseRow",
+            Message::TelemetryList => "sluice.bench.TelemetryList",
+            Message::TelemetryNested => "sluice.bench.TelemetryNested",
+            Message::TelemetryMap => "sluice.bench.TelemetryMap",
         }
     }
 }
@@ -56,9 +62,18 @@ pub fn all(count: usize) -> anyhow::Result<Vec<Workload>> {
         string_len,
         short_strings: NO_SHORT,
         list_len,
+        element_len: 16,
         int32_max,
     };
-    let specs: [(&'static str, Message, Shape); 6] = [
+    // Telemetry with nested columns: device name length, list length, element length.
+    let telemetry = |string_len, list_len, element_len| Shape {
+        string_len,
+        short_strings: NO_SHORT,
+        list_len,
+        element_len,
+        int32_max: 100,
+    };
+    let specs: [(&'static str, Message, Shape); 15] = [
         ("AirQuality ~32 B", Message::AirQuality, shape(22, 0, 100)),
         ("AirQuality ~200 B", Message::AirQuality, shape(190, 0, 100)),
         ("AirQuality ~1 KB", Message::AirQuality, shape(1010, 0, 100)),
@@ -79,9 +94,35 @@ pub fn all(count: usize) -> anyhow::Result<Vec<Workload>> {
                 string_len: 20,
                 short_strings: NEOWISE_SHORT,
                 list_len: 0,
+                element_len: 16,
                 int32_max: 64,
             },
         ),
+        ("lists ~32 B", Message::TelemetryList, telemetry(2, 1, 4)),
+        ("lists ~200 B", Message::TelemetryList, telemetry(60, 8, 12)),
+        (
+            "lists ~1 KB",
+            Message::TelemetryList,
+            telemetry(200, 40, 16),
+        ),
+        (
+            "structs smallest",
+            Message::TelemetryNested,
+            telemetry(2, 0, 4),
+        ),
+        (
+            "structs ~200 B",
+            Message::TelemetryNested,
+            telemetry(20, 3, 12),
+        ),
+        (
+            "structs ~1 KB",
+            Message::TelemetryNested,
+            telemetry(40, 18, 16),
+        ),
+        ("maps ~40 B", Message::TelemetryMap, telemetry(2, 1, 2)),
+        ("maps ~200 B", Message::TelemetryMap, telemetry(20, 4, 12)),
+        ("maps ~1 KB", Message::TelemetryMap, telemetry(40, 18, 24)),
     ];
     specs
         .into_iter()

@@ -1,0 +1,128 @@
+//! Mode (c), "JSON into an Arrow RecordBatch": Sluice's `RecordBatchBuilder::append_json`
+//! against arrow-rs's own JSON decoder (`arrow_json::ReaderBuilder` with the same Arrow
+//! schema), on the same newline-delimited JSON rows: each workload's protobuf records
+//! rendered as JSON objects (field names as keys, enums by name, maps as objects).
+
+use std::hint::black_box;
+
+use arrow_schema::SchemaRef;
+use prost_reflect::{DynamicMessage, Kind, MapKey, MessageDescriptor, ReflectMessage, Value};
+use serde_json::{json, Map, Value as Json};
+use sluice_zeroparser::{RecordBatchBuilder, TableSchema};
+
+use crate::arrow_peers::BATCH_ROWS;
+
+/// The JSON rows of `records`: one text per record, and the same rows newline-delimited in
+/// batches of [`BATCH_ROWS`] for arrow-json; `None` if a record has BINARY data (whose JSON
+/// forms the two decoders do not share).
+pub fn rows(descriptor: &MessageDescriptor, records: &[Vec<u8>]) -> Option<Vec<String>> {
+    records
+        .iter()
+        .map(|bytes| {
+            let message = DynamicMessage::decode(descriptor.clone(), bytes.as_slice()).ok()?;
+            message_json(&message).map(|row| row.to_string())
+        })
+        .collect()
+}
+
+/// The rows joined by newlines, [`BATCH_ROWS`] per text.
+pub fn ndjson_batches(rows: &[String]) -> Vec<String> {
+    rows.chunks(BATCH_ROWS)
+        .map(|chunk| chunk.join("\n"))
+        .collect()
+}
+
+fn message_json(message: &DynamicMessage) -> Option<Json> {
+    let mut object = Map::new();
+    for field in message.descriptor().fields() {
+        if field.supports_presence() && !message.has_field(&field) {
+            continue;
+        }
+        let value = value_json(&message.get_field(&field), &field.kind())?;
+        object.insert(field.name().to_owned(), value);
+    }
+    Some(Json::Object(object))
+}
+
+fn value_json(value: &Value, kind: &Kind) -> Option<Json> {
+    Some(match value {
+        Value::Bool(v) => json!(v),
+        Value::I32(v) => json!(v),
+        Value::I64(v) => json!(v),
+        Value::U32(v) => json!(v),
+        Value::U64(v) => json!(v),
+        Value::F32(v) => json!(v),
+        Value::F64(v) => json!(v),
+        Value::String(v) => json!(v),
+        Value::Bytes(_) => return None,
+        Value::EnumNumber(n) => match kind {
+            Kind::Enum(e) => json!(e
+                .get_value(*n)
+                .map_or_else(|| n.to_string(), |v| v.name().to_owned())),
+            _ => json!(n),
+        },
+        Value::Message(m) => message_json(m)?,
+        Value::List(items) => Json::Array(
+            items
+                .iter()
+                .map(|v| value_json(v, kind))
+                .collect::<Option<_>>()?,
+        ),
+        Value::Map(entries) => {
+            let value_kind = match kind {
+                Kind::Message(entry) => entry.map_entry_value_field().kind(),
+                _ => return None,
+            };
+            let mut object = Map::new();
+            for (key, v) in entries {
+                let key = match key {
+                    MapKey::Bool(b) => b.to_string(),
+                    MapKey::I32(i) => i.to_string(),
+                    MapKey::I64(i) => i.to_string(),
+                    MapKey::U32(i) => i.to_string(),
+                    MapKey::U64(i) => i.to_string(),
+                    MapKey::String(s) => s.clone(),
+                };
+                object.insert(key, value_json(v, &value_kind)?);
+            }
+            Json::Object(object)
+        }
+    })
+}
+
+/// Sluice: `append_json` per row, finish a batch every [`BATCH_ROWS`]; rows decoded
+/// (a rejected row counts a million, so a failing decoder cannot look fast).
+pub fn sluice(schema: &TableSchema, rows: &[String]) -> usize {
+    let mut builder = RecordBatchBuilder::new(schema);
+    let mut count = 0;
+    for chunk in rows.chunks(BATCH_ROWS) {
+        for row in chunk {
+            if builder.append_json(row).is_err() {
+                count += 1_000_000;
+            }
+        }
+        count += black_box(builder.finish()).num_rows();
+    }
+    count
+}
+
+/// arrow-json: one decoder per batch of newline-delimited rows, the same Arrow schema.
+pub fn arrow_json(schema: &SchemaRef, batches: &[String]) -> usize {
+    let mut count = 0;
+    for text in batches {
+        let Ok(mut decoder) = arrow_json::ReaderBuilder::new(schema.clone())
+            .with_batch_size(BATCH_ROWS)
+            .build_decoder()
+        else {
+            return 0;
+        };
+        if decoder.decode(text.as_bytes()).is_err() {
+            return 0;
+        }
+        match decoder.flush() {
+            Ok(Some(batch)) => count += black_box(batch).num_rows(),
+            _ => return 0,
+        }
+    }
+    count
+}

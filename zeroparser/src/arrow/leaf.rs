@@ -1,0 +1,407 @@
+//! [`LeafColumn`]: one scalar Arrow column as plain vectors (values, or offsets and bytes
+//! for STRING and BINARY) plus the sorted list of its null rows, turned into an Arrow array
+//! without copying on `finish`. Shared by the flat columns (`arrow::flat`) and the leaves of
+//! the nested column tree (`arrow::node`).
+//!
+//! A column may hold one row more than its owner has committed: the open row of the record
+//! being appended. Writing it again cuts the column back first ([`LeafColumn::truncate`]).
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use arrow_array::{
+    new_null_array, ArrayRef, BinaryArray, BooleanArray, Date32Array, Float32Array, Float64Array,
+    Int16Array, Int32Array, Int64Array, Int8Array, StringArray, TimestampMicrosecondArray,
+};
+use arrow_buffer::{
+    BooleanBuffer, BooleanBufferBuilder, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer,
+};
+use arrow_schema::DataType;
+
+use super::types::UTC;
+use crate::schema::ColumnType;
+use crate::value::{Scalar, Value};
+
+/// The values of one column.
+#[derive(Debug)]
+pub(super) enum Data {
+    I8(Vec<i8>),
+    I16(Vec<i16>),
+    I32(Vec<i32>),
+    I64(Vec<i64>),
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+    Bool(Vec<bool>),
+    Date(Vec<i32>),
+    Timestamp { values: Vec<i64>, utc: bool },
+    Utf8 { offsets: Vec<i32>, bytes: Vec<u8> },
+    Binary { offsets: Vec<i32>, bytes: Vec<u8> },
+}
+
+/// One scalar column.
+#[derive(Debug)]
+pub(super) struct LeafColumn {
+    pub(super) data: Data,
+    /// Rows in `data`.
+    pub(super) len: usize,
+    /// The null rows, ascending.
+    nulls: Vec<u32>,
+}
+
+fn next_offset(bytes: &[u8]) -> i32 {
+    // The batch builder keeps every column below i32::MAX bytes.
+    i32::try_from(bytes.len()).unwrap_or(i32::MAX)
+}
+
+impl Data {
+    fn new(data_type: &ColumnType) -> Option<Data> {
+        Some(match data_type {
+            ColumnType::TinyInt => Data::I8(Vec::new()),
+            ColumnType::SmallInt => Data::I16(Vec::new()),
+            ColumnType::Int => Data::I32(Vec::new()),
+            ColumnType::BigInt => Data::I64(Vec::new()),
+            ColumnType::Float => Data::F32(Vec::new()),
+            ColumnType::Double => Data::F64(Vec::new()),
+            ColumnType::Boolean => Data::Bool(Vec::new()),
+            ColumnType::Date => Data::Date(Vec::new()),
+            ColumnType::Timestamp => Data::Timestamp {
+                values: Vec::new(),
+                utc: true,
+            },
+            ColumnType::TimestampNtz => Data::Timestamp {
+                values: Vec::new(),
+                utc: false,
+            },
+            ColumnType::String | ColumnType::Variant => Data::Utf8 {
+                offsets: vec![0],
+                bytes: Vec::new(),
+            },
+            ColumnType::Binary => Data::Binary {
+                offsets: vec![0],
+                bytes: Vec::new(),
+            },
+            ColumnType::Array { .. } | ColumnType::Map { .. } | ColumnType::Struct(_) => {
+                return None
+            }
+        })
+    }
+
+    /// Appends a value; `false` (nothing appended) if it does not fit the column, which
+    /// validation rules out.
+    #[inline]
+    pub(super) fn push(&mut self, value: &Scalar<'_>) -> bool {
+        match (self, value) {
+            (Data::I64(v), Scalar::Int(x)) => v.push(*x),
+            (Data::I32(v) | Data::Date(v), Scalar::Int(x)) => {
+                v.push(i32::try_from(*x).unwrap_or_default())
+            }
+            (Data::I16(v), Scalar::Int(x)) => v.push(i16::try_from(*x).unwrap_or_default()),
+            (Data::I8(v), Scalar::Int(x)) => v.push(i8::try_from(*x).unwrap_or_default()),
+            (Data::Timestamp { values, .. }, Scalar::Int(x)) => values.push(*x),
+            (Data::F64(v), Scalar::Double(x)) => v.push(*x),
+            (Data::F32(v), Scalar::Float(x)) => v.push(*x),
+            (Data::Bool(v), Scalar::Bool(x)) => v.push(*x),
+            (Data::Utf8 { offsets, bytes }, Scalar::Str(s)) => {
+                bytes.extend_from_slice(s.as_bytes());
+                offsets.push(next_offset(bytes));
+            }
+            (Data::Binary { offsets, bytes }, Scalar::Bytes(b)) => {
+                bytes.extend_from_slice(b);
+                offsets.push(next_offset(bytes));
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    /// Appends an integer (TINYINT to BIGINT, DATE, TIMESTAMP[_NTZ]); `false` if the column
+    /// holds no integers.
+    #[inline]
+    pub(super) fn push_int(&mut self, value: i64) -> bool {
+        match self {
+            Data::I64(v) | Data::Timestamp { values: v, .. } => v.push(value),
+            Data::I32(v) | Data::Date(v) => v.push(i32::try_from(value).unwrap_or_default()),
+            Data::I16(v) => v.push(i16::try_from(value).unwrap_or_default()),
+            Data::I8(v) => v.push(i8::try_from(value).unwrap_or_default()),
+            _ => return false,
+        }
+        true
+    }
+
+    /// Appends a DOUBLE; `false` if the column is not one.
+    #[inline]
+    pub(super) fn push_double(&mut self, value: f64) -> bool {
+        match self {
+            Data::F64(v) => v.push(value),
+            _ => return false,
+        }
+        true
+    }
+
+    /// Appends a FLOAT; `false` if the column is not one.
+    #[inline]
+    pub(super) fn push_float(&mut self, value: f32) -> bool {
+        match self {
+            Data::F32(v) => v.push(value),
+            _ => return false,
+        }
+        true
+    }
+
+    /// Appends a BOOLEAN; `false` if the column is not one.
+    #[inline]
+    pub(super) fn push_bool(&mut self, value: bool) -> bool {
+        match self {
+            Data::Bool(v) => v.push(value),
+            _ => return false,
+        }
+        true
+    }
+
+    /// Appends a STRING (or VARIANT text); `false` if the column is not one.
+    #[inline]
+    pub(super) fn push_str(&mut self, value: &str) -> bool {
+        match self {
+            Data::Utf8 { offsets, bytes } => {
+                bytes.extend_from_slice(value.as_bytes());
+                offsets.push(next_offset(bytes));
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    /// Appends a BINARY; `false` if the column is not one.
+    #[inline]
+    pub(super) fn push_bytes(&mut self, value: &[u8]) -> bool {
+        match self {
+            Data::Binary { offsets, bytes } => {
+                bytes.extend_from_slice(value);
+                offsets.push(next_offset(bytes));
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    /// Whether rows `a` and `b` hold the same value (map keys: integers, booleans,
+    /// strings); `false` for other columns and rows out of range.
+    pub(super) fn same(&self, a: usize, b: usize) -> bool {
+        fn eq<T: PartialEq>(v: &[T], a: usize, b: usize) -> bool {
+            matches!((v.get(a), v.get(b)), (Some(x), Some(y)) if x == y)
+        }
+        fn span<'b>(offsets: &[i32], bytes: &'b [u8], row: usize) -> Option<&'b [u8]> {
+            let start = usize::try_from(*offsets.get(row)?).ok()?;
+            let end = usize::try_from(*offsets.get(row + 1)?).ok()?;
+            bytes.get(start..end)
+        }
+        match self {
+            Data::I8(v) => eq(v, a, b),
+            Data::I16(v) => eq(v, a, b),
+            Data::I32(v) | Data::Date(v) => eq(v, a, b),
+            Data::I64(v) | Data::Timestamp { values: v, .. } => eq(v, a, b),
+            Data::Bool(v) => eq(v, a, b),
+            Data::Utf8 { offsets, bytes } | Data::Binary { offsets, bytes } => {
+                match (span(offsets, bytes, a), span(offsets, bytes, b)) {
+                    (Some(x), Some(y)) => x == y,
+                    _ => false,
+                }
+            }
+            Data::F32(_) | Data::F64(_) => false,
+        }
+    }
+
+    /// Appends a value of the value tree; `false` for NULL and values that do not fit.
+    pub(super) fn push_value(&mut self, value: &Value<'_>) -> bool {
+        let scalar = match value {
+            Value::Bool(v) => Scalar::Bool(*v),
+            Value::Int(v) => Scalar::Int(*v),
+            Value::Float(v) => Scalar::Float(*v),
+            Value::Double(v) => Scalar::Double(*v),
+            Value::Str(v) => Scalar::Str(Cow::Borrowed(v.as_ref())),
+            Value::Bytes(v) => Scalar::Bytes(v.as_ref()),
+            Value::Null | Value::List(_) | Value::Map(_) | Value::Struct(..) => return false,
+        };
+        self.push(&scalar)
+    }
+
+    fn push_default(&mut self) {
+        match self {
+            Data::I8(v) => v.push(0),
+            Data::I16(v) => v.push(0),
+            Data::I32(v) | Data::Date(v) => v.push(0),
+            Data::I64(v) | Data::Timestamp { values: v, .. } => v.push(0),
+            Data::F32(v) => v.push(0.0),
+            Data::F64(v) => v.push(0.0),
+            Data::Bool(v) => v.push(false),
+            Data::Utf8 { offsets, bytes } | Data::Binary { offsets, bytes } => {
+                offsets.push(next_offset(bytes))
+            }
+        }
+    }
+
+    pub(super) fn truncate(&mut self, rows: usize) {
+        match self {
+            Data::I8(v) => v.truncate(rows),
+            Data::I16(v) => v.truncate(rows),
+            Data::I32(v) | Data::Date(v) => v.truncate(rows),
+            Data::I64(v) | Data::Timestamp { values: v, .. } => v.truncate(rows),
+            Data::F32(v) => v.truncate(rows),
+            Data::F64(v) => v.truncate(rows),
+            Data::Bool(v) => v.truncate(rows),
+            Data::Utf8 { offsets, bytes } | Data::Binary { offsets, bytes } => {
+                offsets.truncate(rows + 1);
+                let end = offsets
+                    .last()
+                    .map_or(0, |&o| usize::try_from(o).unwrap_or(0));
+                bytes.truncate(end);
+            }
+        }
+    }
+
+    /// The Arrow array of everything appended; the column is left empty, with room for
+    /// `rows` more rows.
+    fn finish(&mut self, nulls: Option<NullBuffer>, rows: usize) -> ArrayRef {
+        fn take<T>(v: &mut Vec<T>, rows: usize) -> ScalarBuffer<T>
+        where
+            T: arrow_buffer::ArrowNativeType,
+        {
+            ScalarBuffer::from(std::mem::replace(v, Vec::with_capacity(rows)))
+        }
+        fn take_bytes(offsets: &mut Vec<i32>, bytes: &mut Vec<u8>) -> (OffsetBuffer<i32>, Buffer) {
+            let mut fresh = Vec::with_capacity(offsets.len());
+            fresh.push(0);
+            let taken = std::mem::replace(offsets, fresh);
+            let data = std::mem::replace(bytes, Vec::with_capacity(bytes.len()));
+            (
+                OffsetBuffer::new(ScalarBuffer::from(taken)),
+                Buffer::from_vec(data),
+            )
+        }
+        match self {
+            Data::I8(v) => Arc::new(Int8Array::new(take(v, rows), nulls)),
+            Data::I16(v) => Arc::new(Int16Array::new(take(v, rows), nulls)),
+            Data::I32(v) => Arc::new(Int32Array::new(take(v, rows), nulls)),
+            Data::Date(v) => Arc::new(Date32Array::new(take(v, rows), nulls)),
+            Data::I64(v) => Arc::new(Int64Array::new(take(v, rows), nulls)),
+            Data::Timestamp { values, utc } => {
+                let array = TimestampMicrosecondArray::new(take(values, rows), nulls);
+                if *utc {
+                    Arc::new(array.with_timezone(UTC))
+                } else {
+                    Arc::new(array)
+                }
+            }
+            Data::F32(v) => Arc::new(Float32Array::new(take(v, rows), nulls)),
+            Data::F64(v) => Arc::new(Float64Array::new(take(v, rows), nulls)),
+            Data::Bool(v) => {
+                let values = BooleanBuffer::from_iter(v.iter().copied());
+                v.clear();
+                Arc::new(BooleanArray::new(values, nulls))
+            }
+            Data::Utf8 { offsets, bytes } => {
+                let (offsets, data) = take_bytes(offsets, bytes);
+                let len = offsets.len() - 1;
+                match StringArray::try_new(offsets, data, nulls) {
+                    Ok(array) => Arc::new(array),
+                    // Unreachable: every string was checked as UTF-8 when decoded.
+                    Err(_) => new_null_array(&DataType::Utf8, len),
+                }
+            }
+            Data::Binary { offsets, bytes } => {
+                let (offsets, data) = take_bytes(offsets, bytes);
+                Arc::new(BinaryArray::new(offsets, data, nulls))
+            }
+        }
+    }
+}
+
+impl LeafColumn {
+    /// An empty column of `data_type`, or `None` if it is not a scalar type.
+    pub(super) fn new(data_type: &ColumnType) -> Option<LeafColumn> {
+        Data::new(data_type).map(|data| LeafColumn {
+            data,
+            len: 0,
+            nulls: Vec::new(),
+        })
+    }
+
+    /// Writes the open row (row `rows`, after `rows` committed ones) with `push`, which
+    /// returns `false` if the value does not fit the column (then a null); a value written
+    /// there before is replaced. Returns whether the row was empty before.
+    #[inline(always)]
+    pub(super) fn write(&mut self, rows: usize, push: impl FnOnce(&mut Data) -> bool) -> bool {
+        let fresh = self.len <= rows;
+        if !fresh {
+            self.truncate(rows);
+        }
+        if push(&mut self.data) {
+            self.len += 1;
+        } else {
+            self.push_null();
+        }
+        fresh
+    }
+
+    /// Appends a value for row `row` (the column's current length).
+    #[inline]
+    pub(super) fn push(&mut self, value: &Scalar<'_>) {
+        if self.data.push(value) {
+            self.len += 1;
+        } else {
+            self.push_null();
+        }
+    }
+
+    pub(super) fn push_null(&mut self) {
+        self.nulls.push(u32::try_from(self.len).unwrap_or(u32::MAX));
+        self.data.push_default();
+        self.len += 1;
+    }
+
+    pub(super) fn push_value(&mut self, value: &Value<'_>) {
+        if self.data.push_value(value) {
+            self.len += 1;
+        } else {
+            self.push_null();
+        }
+    }
+
+    /// Writes the open row after `rows` committed ones with `value` (NULL: none), replacing
+    /// a value written there before.
+    pub(super) fn set_value(&mut self, rows: usize, value: &Value<'_>) {
+        if matches!(value, Value::Null) {
+            self.truncate(rows);
+        } else {
+            self.write(rows, |data| data.push_value(value));
+        }
+    }
+
+    pub(super) fn truncate(&mut self, rows: usize) {
+        if self.len > rows {
+            self.data.truncate(rows);
+            self.len = rows;
+            while self.nulls.last().is_some_and(|&r| r as usize >= rows) {
+                self.nulls.pop();
+            }
+        }
+    }
+
+    pub(super) fn finish(&mut self, rows: usize) -> ArrayRef {
+        let nulls = if self.nulls.is_empty() {
+            None
+        } else {
+            let mut valid = BooleanBufferBuilder::new(rows);
+            valid.append_n(rows, true);
+            for &row in &self.nulls {
+                if (row as usize) < rows {
+                    valid.set_bit(row as usize, false);
+                }
+            }
+            self.nulls.clear();
+            Some(NullBuffer::new(valid.finish()))
+        };
+        self.len = 0;
+        self.data.finish(nulls, rows)
+    }
+}

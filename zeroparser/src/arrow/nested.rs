@@ -1,0 +1,433 @@
+//! [`NestedColumns`]: the Arrow columns of a table with STRUCT, ARRAY or MAP columns,
+//! filled straight from [`ProtoPlan::visit`] in one pass, with no per-record value tree and
+//! no per-record allocation (the stack of open structs is kept between records).
+//!
+//! The visitor's events map onto the column tree (`arrow::node`): a scalar writes the open
+//! row of its leaf (a repeat replaces it); a singular message opens its struct's row and
+//! leaves it open, so a later occurrence of the same message merges into it (scalars
+//! replaced, repeated fields appended); an element of a repeated message or a map value
+//! opens a row of the element struct and commits it at its end; scalar elements and map
+//! entries are committed as they come; a oneof member that is cleared is cut back through
+//! its offsets. At the end of the record every top-level column commits its open row.
+//!
+//! JSON records take the same column tree through `json::into` ([`JsonSink`]): members
+//! write open rows, array elements and map entries are committed rows, and lists and maps
+//! a record leaves out are NULL rather than empty.
+//!
+//! What the single pass does not decide itself it hands to the value tree, after cutting
+//! every column back to the batch's row count: a record the visitor rejects (so errors,
+//! their paths and offsets are the value tree's, unchanged), a NOT NULL column left empty,
+//! and a map with a repeated key (the value tree keeps the first position with the last
+//! value) or with more than [`MAX_SCANNED_ENTRIES`] entries (keys are compared by a linear
+//! scan). Only these records pay for a second decode.
+
+use arrow_array::ArrayRef;
+
+use super::leaf::Data;
+use super::node::{Kind, Node, Tree};
+use super::via_tree::{self, ValueRows};
+use crate::error::DecodeError;
+use crate::json::{decode_into, JsonPlan, JsonSink};
+use crate::proto::{ProtoPlan, Visitor};
+use crate::schema::Column;
+use crate::value::{Scalar, Value};
+
+/// Maps with more entries in one record take the value-tree path (which finds repeated keys
+/// with a hash map instead of a scan).
+const MAX_SCANNED_ENTRIES: usize = 64;
+
+/// The record node of the tree.
+const ROOT: usize = 0;
+
+/// All columns of a table with nested columns.
+#[derive(Debug)]
+pub(crate) struct NestedColumns {
+    tree: Tree,
+    /// The structs entered and not yet ended: (the enclosing struct, whether ending this one
+    /// commits its row).
+    stack: Vec<(usize, bool)>,
+    /// Protobuf records handed to the value tree since the columns were made.
+    via_tree: u64,
+}
+
+impl NestedColumns {
+    /// Columns for `columns`.
+    pub(crate) fn new(columns: &[Column]) -> NestedColumns {
+        NestedColumns {
+            tree: Tree::new(columns),
+            stack: Vec::new(),
+            via_tree: 0,
+        }
+    }
+
+    /// Decodes one record straight into the columns; on error they are as before.
+    /// `columns` are the table's (for the value-tree path).
+    pub(crate) fn append_proto(
+        &mut self,
+        plan: &ProtoPlan,
+        record: &[u8],
+        columns: &[Column],
+    ) -> Result<(), DecodeError> {
+        self.stack.clear();
+        let (first, count) = self.tree.children(ROOT);
+        let mut writer = Writer {
+            tree: &mut self.tree,
+            stack: &mut self.stack,
+            current: ROOT,
+            first,
+            count,
+            failed: false,
+        };
+        let visited = plan.visit(record, &mut writer);
+        if visited.is_ok() && !writer.failed && self.end_row().is_ok() {
+            return Ok(());
+        }
+        self.rollback();
+        self.via_tree += 1;
+        via_tree::append_proto(self, plan, record, columns)
+    }
+
+    /// Decodes one JSON record straight into the columns (through the value tree if the
+    /// one pass leaves it undecided, as for protobuf); on error they are as before.
+    pub(crate) fn append_json(
+        &mut self,
+        plan: &JsonPlan,
+        record: &str,
+        columns: &[Column],
+    ) -> Result<(), DecodeError> {
+        self.tree.absent_is_empty = false;
+        let mut writer = JsonWriter {
+            tree: &mut self.tree,
+            failed: false,
+        };
+        let decoded = decode_into(plan, record, &mut writer).is_ok() && !writer.failed;
+        let done = decoded && self.end_row().is_ok();
+        self.tree.absent_is_empty = true;
+        if done {
+            return Ok(());
+        }
+        self.rollback();
+        via_tree::append_json(self, plan, record, columns)
+    }
+
+    /// Protobuf records handed to the value tree since the columns were made, rejected
+    /// ones included.
+    pub(crate) fn via_tree(&self) -> u64 {
+        self.via_tree
+    }
+
+    /// Commits the record's open row in every top-level column.
+    fn end_row(&mut self) -> Result<(), ()> {
+        let (first, count) = self.tree.children(ROOT);
+        for id in first..first + count {
+            self.tree.close(id, true).map_err(|_| ())?;
+        }
+        if let Some(root) = self.tree.nodes.get_mut(ROOT) {
+            root.rows += 1;
+        }
+        Ok(())
+    }
+
+    /// Removes the last row appended (its record turned out to be rejected after all).
+    pub(crate) fn pop_row(&mut self) {
+        if let Some(root) = self.tree.nodes.get_mut(ROOT) {
+            if root.rows > 0 {
+                root.rows -= 1;
+                self.rollback();
+            }
+        }
+    }
+
+    /// Cuts every column back to the batch's row count.
+    fn rollback(&mut self) {
+        let rows = self.tree.rows_of(ROOT);
+        let (first, count) = self.tree.children(ROOT);
+        for id in first..first + count {
+            self.tree.truncate(id, rows);
+        }
+    }
+
+    /// The arrays of all rows appended since the last finish; the columns are reset.
+    pub(crate) fn finish(&mut self) -> Vec<ArrayRef> {
+        if let Some(root) = self.tree.nodes.get_mut(ROOT) {
+            root.rows = 0;
+        }
+        let (first, count) = self.tree.children(ROOT);
+        (first..first + count)
+            .map(|id| self.tree.finish(id))
+            .collect()
+    }
+}
+
+impl ValueRows for NestedColumns {
+    fn append_values(&mut self, slots: &[Value<'_>]) {
+        let (first, count) = self.tree.children(ROOT);
+        for i in 0..count {
+            self.tree
+                .append_value(first + i, slots.get(i).unwrap_or(&Value::Null));
+        }
+        if let Some(root) = self.tree.nodes.get_mut(ROOT) {
+            root.rows += 1;
+        }
+    }
+}
+
+/// The JSON sink that writes one record's values into the column tree.
+struct JsonWriter<'c> {
+    tree: &'c mut Tree,
+    /// The record must take the value-tree path.
+    failed: bool,
+}
+
+impl JsonSink for JsonWriter<'_> {
+    #[inline]
+    fn child(&self, node: usize, index: usize) -> usize {
+        self.tree.child(node, index)
+    }
+
+    #[inline]
+    fn set(&mut self, node: usize, value: &Value<'_>) {
+        match self.tree.nodes.get_mut(node) {
+            Some(Node {
+                rows,
+                kind: Kind::Leaf(column),
+                ..
+            }) => column.set_value(*rows, value),
+            _ => self.failed = true,
+        }
+    }
+
+    #[inline]
+    fn push(&mut self, node: usize, value: &Value<'_>) {
+        if matches!(value, Value::Null) && !self.tree.nullable(node) {
+            self.failed = true;
+            return;
+        }
+        match self.tree.nodes.get_mut(node) {
+            Some(Node {
+                rows,
+                kind: Kind::Leaf(column),
+                ..
+            }) => {
+                column.push_value(value);
+                *rows += 1;
+            }
+            Some(_) if matches!(value, Value::Null) => {
+                // A NULL parent has no NOT NULL children to miss.
+                let _ = self.tree.close(node, false);
+            }
+            _ => self.failed = true,
+        }
+    }
+
+    fn push_key(&mut self, map: usize, key: &Value<'_>) {
+        let key_node = self.tree.child(map, 0);
+        self.push(key_node, key);
+        if self.tree.key_repeats(map, MAX_SCANNED_ENTRIES) {
+            self.failed = true;
+        }
+    }
+
+    fn clear(&mut self, node: usize) {
+        let rows = self.tree.rows_of(node);
+        self.tree.truncate(node, rows);
+    }
+
+    fn begin(&mut self, node: usize) {
+        self.tree.open(node);
+    }
+
+    fn commit(&mut self, node: usize) {
+        if self.tree.close(node, true).is_err() {
+            self.failed = true;
+        }
+    }
+}
+
+/// The visitor that writes one record's fields into the column tree.
+struct Writer<'c> {
+    tree: &'c mut Tree,
+    stack: &'c mut Vec<(usize, bool)>,
+    /// The struct node whose fields arrive.
+    current: usize,
+    /// Its children.
+    first: usize,
+    count: usize,
+    /// The record must take the value-tree path.
+    failed: bool,
+}
+
+impl Writer<'_> {
+    /// The node of field `slot` of the current struct.
+    #[inline(always)]
+    fn node(&self, slot: usize) -> Option<usize> {
+        (slot < self.count).then_some(self.first + slot)
+    }
+
+    /// Writes the open row of the leaf of `slot` with `push` (see `LeafColumn::write`).
+    #[inline(always)]
+    fn write(&mut self, slot: usize, push: impl FnOnce(&mut Data) -> bool) {
+        let Some(id) = self.node(slot) else {
+            return;
+        };
+        match self.tree.nodes.get_mut(id) {
+            Some(Node {
+                rows,
+                kind: Kind::Leaf(column),
+                ..
+            }) => {
+                column.write(*rows, push);
+            }
+            _ => self.failed = true,
+        }
+    }
+
+    /// Commits `value` as the next row of leaf `id`.
+    #[inline]
+    fn push(&mut self, id: usize, value: &Scalar<'_>) {
+        match self.tree.nodes.get_mut(id) {
+            Some(Node {
+                rows,
+                kind: Kind::Leaf(column),
+                ..
+            }) => {
+                column.push(value);
+                *rows += 1;
+            }
+            _ => self.failed = true,
+        }
+    }
+
+    /// The child of the list of `slot`.
+    #[inline]
+    fn list_child(&mut self, slot: usize) -> Option<usize> {
+        match self.node(slot).and_then(|id| self.tree.nodes.get(id)) {
+            Some(Node {
+                kind: Kind::List { child, .. },
+                ..
+            }) => Some(*child),
+            _ => {
+                self.failed = true;
+                None
+            }
+        }
+    }
+
+    /// Commits `key` in the map of `slot` and returns the key node (the value node is the
+    /// next); marks the record for the value tree if the key repeats an earlier one of this
+    /// map or the map is too long to scan.
+    fn map_key(&mut self, slot: usize, key: &Scalar<'_>) -> Option<usize> {
+        let Some(map) = self.node(slot) else {
+            self.failed = true;
+            return None;
+        };
+        let key_id = self.tree.child(map, 0);
+        self.push(key_id, key);
+        if self.tree.key_repeats(map, MAX_SCANNED_ENTRIES) {
+            self.failed = true;
+        }
+        Some(key_id)
+    }
+
+    /// Enters struct `id`; `element`: its row is committed when it ends.
+    #[inline]
+    fn enter(&mut self, id: usize, element: bool) {
+        self.tree.open(id);
+        self.stack.push((self.current, element));
+        self.current = id;
+        (self.first, self.count) = self.tree.children(id);
+    }
+}
+
+impl<'a> Visitor<'a> for Writer<'_> {
+    #[inline]
+    fn scalar(&mut self, slot: usize, value: Scalar<'a>) {
+        self.write(slot, |data| data.push(&value));
+    }
+
+    #[inline]
+    fn int(&mut self, slot: usize, value: i64) {
+        self.write(slot, |data| data.push_int(value));
+    }
+
+    #[inline]
+    fn double(&mut self, slot: usize, value: f64) {
+        self.write(slot, |data| data.push_double(value));
+    }
+
+    #[inline]
+    fn float(&mut self, slot: usize, value: f32) {
+        self.write(slot, |data| data.push_float(value));
+    }
+
+    #[inline]
+    fn boolean(&mut self, slot: usize, value: bool) {
+        self.write(slot, |data| data.push_bool(value));
+    }
+
+    #[inline]
+    fn string(&mut self, slot: usize, value: &'a str) {
+        self.write(slot, |data| data.push_str(value));
+    }
+
+    #[inline]
+    fn bytes(&mut self, slot: usize, value: &'a [u8]) {
+        self.write(slot, |data| data.push_bytes(value));
+    }
+
+    fn clear(&mut self, slot: usize) {
+        if let Some(id) = self.node(slot) {
+            let rows = self.tree.rows_of(id);
+            self.tree.truncate(id, rows);
+        }
+    }
+
+    #[inline]
+    fn element(&mut self, slot: usize, value: Scalar<'a>) {
+        if let Some(child) = self.list_child(slot) {
+            self.push(child, &value);
+        }
+    }
+
+    fn map_entry(&mut self, slot: usize, key: Scalar<'a>, value: Scalar<'a>) {
+        if let Some(key_id) = self.map_key(slot, &key) {
+            self.push(key_id + 1, &value);
+        }
+    }
+
+    fn begin_message(&mut self, slot: usize) {
+        match self.node(slot) {
+            Some(id) => self.enter(id, false),
+            None => {
+                self.failed = true;
+                // Keep the stack balanced for `end_message`.
+                self.enter(self.current, false);
+            }
+        }
+    }
+
+    fn begin_element(&mut self, slot: usize) {
+        match self.list_child(slot) {
+            Some(child) => self.enter(child, true),
+            None => self.enter(self.current, false),
+        }
+    }
+
+    fn begin_map_value(&mut self, slot: usize, key: Scalar<'a>) {
+        match self.map_key(slot, &key) {
+            Some(key_id) => self.enter(key_id + 1, true),
+            None => self.enter(self.current, false),
+        }
+    }
+
+    fn end_message(&mut self) {
+        let Some((outer, element)) = self.stack.pop() else {
+            return;
+        };
+        if element && self.tree.close(self.current, true).is_err() {
+            self.failed = true;
+        }
+        self.current = outer;
+        (self.first, self.count) = self.tree.children(outer);
+    }
+}

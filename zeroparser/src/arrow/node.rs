@@ -1,0 +1,510 @@
+//! [`Tree`]: the Arrow columns of a table with nested columns, as a flat arena of nodes
+//! that follows the table schema: a [`LeafColumn`] per scalar, offsets and null rows per
+//! ARRAY and MAP, null rows per STRUCT. The root (node 0) is the record; the direct
+//! children of a STRUCT (or the root) have consecutive ids, so walking them needs no
+//! borrowed child list.
+//!
+//! Every node counts its committed rows. A record being appended keeps one row open in each
+//! node it reaches (for a leaf, a value past the committed rows; for a list or map, the
+//! child entries past its last offset; for a struct, the `open` flag and its children's open
+//! rows). [`Tree::close`] commits the open row of a node whose parent row ends: NULL where
+//! nothing was written (an error for a NOT NULL column of a present parent), empty lists and
+//! maps in a present parent. [`Tree::truncate`] cuts a node and its descendants back to a
+//! row count, through the offsets: that is how a failed record leaves the batch exactly as
+//! it was, child offsets and null rows included.
+
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, ListArray, MapArray, StructArray};
+use arrow_buffer::{BooleanBufferBuilder, NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow_schema::{FieldRef, Fields};
+
+use super::leaf::LeafColumn;
+use super::types::{list_field, map_entries_field, map_entry_fields, struct_fields};
+use crate::schema::{Column, ColumnType};
+use crate::value::Value;
+
+/// A NOT NULL column of a present parent was left empty.
+#[derive(Debug)]
+pub(super) struct Missing;
+
+/// What a node holds.
+#[derive(Debug)]
+pub(super) enum Kind {
+    /// A scalar column.
+    Leaf(LeafColumn),
+    /// A STRUCT (or the record): children `first..first + count`.
+    Struct {
+        fields: Fields,
+        first: usize,
+        count: usize,
+        /// The open row is present (its message has begun).
+        open: bool,
+    },
+    /// An ARRAY: its element node.
+    List {
+        field: FieldRef,
+        child: usize,
+        offsets: Vec<i32>,
+        /// The open row is present (a JSON array began).
+        open: bool,
+    },
+    /// A MAP: its key node (the value node is `key + 1`).
+    Map {
+        entries_field: FieldRef,
+        entry_fields: Fields,
+        key: usize,
+        offsets: Vec<i32>,
+        /// The open row is present (a JSON object began).
+        open: bool,
+    },
+}
+
+/// One column (or nested child) of the tree.
+#[derive(Debug)]
+pub(super) struct Node {
+    /// Committed rows.
+    pub(super) rows: usize,
+    nullable: bool,
+    /// The null rows among the committed ones, ascending (not used by leaves, which keep
+    /// their own).
+    nulls: Vec<u32>,
+    pub(super) kind: Kind,
+}
+
+/// All columns of one table with nested columns.
+#[derive(Debug)]
+pub(super) struct Tree {
+    pub(super) nodes: Vec<Node>,
+    /// A list or map nobody began is empty in a present parent (protobuf: a repeated field
+    /// that does not occur) rather than NULL (JSON: a member that is absent).
+    pub(super) absent_is_empty: bool,
+}
+
+fn offset(count: usize) -> i32 {
+    // The batch builder keeps every column below i32::MAX entries.
+    i32::try_from(count).unwrap_or(i32::MAX)
+}
+
+fn row(count: usize) -> u32 {
+    u32::try_from(count).unwrap_or(u32::MAX)
+}
+
+impl Tree {
+    /// The tree of `columns`, the record at node 0.
+    pub(super) fn new(columns: &[Column]) -> Tree {
+        let mut nodes = vec![Node {
+            rows: 0,
+            nullable: false,
+            nulls: Vec::new(),
+            kind: Kind::Struct {
+                fields: struct_fields(columns),
+                first: 1,
+                count: columns.len(),
+                open: true,
+            },
+        }];
+        add_children(&mut nodes, &of_columns(columns));
+        Tree {
+            nodes,
+            absent_is_empty: true,
+        }
+    }
+
+    /// Children `first..first + count` of the struct node `id` (none for other nodes).
+    #[inline]
+    pub(super) fn children(&self, id: usize) -> (usize, usize) {
+        match self.nodes.get(id).map(|n| &n.kind) {
+            Some(Kind::Struct { first, count, .. }) => (*first, *count),
+            _ => (0, 0),
+        }
+    }
+
+    /// Commits the open row of node `id`, whose parent row is `present` (or NULL).
+    pub(super) fn close(&mut self, id: usize, present: bool) -> Result<(), Missing> {
+        let Some(node) = self.nodes.get_mut(id) else {
+            return Ok(());
+        };
+        let rows = node.rows;
+        node.rows += 1;
+        let nullable = node.nullable;
+        let (first, count, own) = match &mut node.kind {
+            Kind::Leaf(column) => {
+                if column.len <= rows {
+                    if present && !nullable {
+                        return Err(Missing);
+                    }
+                    column.push_null();
+                }
+                return Ok(());
+            }
+            Kind::Struct {
+                first, count, open, ..
+            } => {
+                let own = present && *open;
+                if present && !own && !nullable {
+                    return Err(Missing);
+                }
+                *open = false;
+                if !own {
+                    node.nulls.push(row(rows));
+                }
+                (*first, *count, own)
+            }
+            Kind::List { child: c, .. } | Kind::Map { key: c, .. } => {
+                // The new end offset: the child's committed rows.
+                let c = *c;
+                let end = self.rows_of(c);
+                if let Some(Node {
+                    nulls,
+                    kind: Kind::List { offsets, open, .. } | Kind::Map { offsets, open, .. },
+                    ..
+                }) = self.nodes.get_mut(id)
+                {
+                    offsets.push(offset(end));
+                    if !(present && (*open || self.absent_is_empty)) {
+                        nulls.push(row(rows));
+                    }
+                    *open = false;
+                }
+                return Ok(());
+            }
+        };
+        for child in first..first + count {
+            self.close(child, own)?;
+        }
+        Ok(())
+    }
+
+    /// Child `index` of container `id`: a struct's field, a list's element (0), a map's key
+    /// (0) or value (1); `usize::MAX` (no node) otherwise.
+    #[inline]
+    pub(super) fn child(&self, id: usize, index: usize) -> usize {
+        match self.nodes.get(id).map(|n| &n.kind) {
+            Some(Kind::Struct { first, count, .. }) if index < *count => first + index,
+            Some(Kind::List { child, .. }) if index == 0 => *child,
+            Some(Kind::Map { key, .. }) if index < 2 => key + index,
+            _ => usize::MAX,
+        }
+    }
+
+    /// Whether the key committed last in map `id` repeats a key of the map's open row, or
+    /// the open row has more than `max` entries (then `true` too: the caller does not scan).
+    pub(super) fn key_repeats(&self, id: usize, max: usize) -> bool {
+        let Some(Kind::Map { key, offsets, .. }) = self.nodes.get(id).map(|n| &n.kind) else {
+            return false;
+        };
+        let start = offsets
+            .last()
+            .map_or(0, |&o| usize::try_from(o).unwrap_or(0));
+        let Some(Node {
+            rows,
+            kind: Kind::Leaf(column),
+            ..
+        }) = self.nodes.get(*key)
+        else {
+            return false;
+        };
+        let last = rows.saturating_sub(1);
+        let start = start.min(last);
+        last - start > max || (start..last).any(|i| column.data.same(i, last))
+    }
+
+    /// Whether node `id` may hold NULL.
+    pub(super) fn nullable(&self, id: usize) -> bool {
+        self.nodes.get(id).is_some_and(|n| n.nullable)
+    }
+
+    /// Committed rows of node `id`.
+    #[inline]
+    pub(super) fn rows_of(&self, id: usize) -> usize {
+        self.nodes.get(id).map_or(0, |n| n.rows)
+    }
+
+    /// Marks the open row of container node `id` present.
+    #[inline]
+    pub(super) fn open(&mut self, id: usize) {
+        if let Some(Node {
+            kind: Kind::Struct { open, .. } | Kind::List { open, .. } | Kind::Map { open, .. },
+            ..
+        }) = self.nodes.get_mut(id)
+        {
+            *open = true;
+        }
+    }
+
+    /// Cuts node `id` and its descendants back to `rows` committed rows, its open row gone.
+    pub(super) fn truncate(&mut self, id: usize, rows: usize) {
+        let Some(node) = self.nodes.get_mut(id) else {
+            return;
+        };
+        node.rows = node.rows.min(rows);
+        while node.nulls.last().is_some_and(|&r| r as usize >= rows) {
+            node.nulls.pop();
+        }
+        match &mut node.kind {
+            Kind::Leaf(column) => column.truncate(rows),
+            Kind::Struct {
+                first, count, open, ..
+            } => {
+                *open = false;
+                let (first, count) = (*first, *count);
+                for child in first..first + count {
+                    self.truncate(child, rows);
+                }
+            }
+            Kind::List {
+                child,
+                offsets,
+                open,
+                ..
+            } => {
+                *open = false;
+                offsets.truncate(rows + 1);
+                let end = offsets
+                    .last()
+                    .map_or(0, |&o| usize::try_from(o).unwrap_or(0));
+                let child = *child;
+                self.truncate(child, end);
+            }
+            Kind::Map {
+                key, offsets, open, ..
+            } => {
+                *open = false;
+                offsets.truncate(rows + 1);
+                let end = offsets
+                    .last()
+                    .map_or(0, |&o| usize::try_from(o).unwrap_or(0));
+                let key = *key;
+                self.truncate(key, end);
+                self.truncate(key + 1, end);
+            }
+        }
+    }
+
+    /// Appends one validated value of the value tree to node `id` as a committed row.
+    pub(super) fn append_value(&mut self, id: usize, value: &Value<'_>) {
+        if matches!(value, Value::Null) {
+            // Cannot fail: a NULL parent has no NOT NULL children.
+            let _ = self.close(id, false);
+            return;
+        }
+        let Some(node) = self.nodes.get_mut(id) else {
+            return;
+        };
+        match (&mut node.kind, value) {
+            (Kind::Leaf(column), value) => {
+                column.push_value(value);
+                node.rows += 1;
+            }
+            (Kind::Struct { first, count, .. }, Value::Struct(fields, _)) => {
+                node.rows += 1;
+                let (first, count) = (*first, *count);
+                for i in 0..count {
+                    self.append_value(first + i, fields.get(i).unwrap_or(&Value::Null));
+                }
+            }
+            (Kind::List { child, open, .. }, Value::List(items)) => {
+                *open = true;
+                let child = *child;
+                for item in items {
+                    self.append_value(child, item);
+                }
+                let _ = self.close(id, true);
+            }
+            (Kind::Map { key, open, .. }, Value::Map(entries)) => {
+                *open = true;
+                let key = *key;
+                for (k, v) in entries {
+                    self.append_value(key, k);
+                    self.append_value(key + 1, v);
+                }
+                let _ = self.close(id, true);
+            }
+            // A value of the wrong shape (impossible after validation): NULL.
+            _ => {
+                let _ = self.close(id, false);
+            }
+        }
+    }
+
+    /// The array of node `id`'s committed rows; the node is reset.
+    pub(super) fn finish(&mut self, id: usize) -> ArrayRef {
+        let Some(node) = self.nodes.get_mut(id) else {
+            return Arc::new(StructArray::new_empty_fields(0, None));
+        };
+        let rows = std::mem::take(&mut node.rows);
+        let nulls = null_buffer(&mut node.nulls, rows);
+        match &mut node.kind {
+            Kind::Leaf(column) => column.finish(rows),
+            Kind::Struct {
+                fields,
+                first,
+                count,
+                ..
+            } => {
+                let fields = fields.clone();
+                let (first, count) = (*first, *count);
+                if count == 0 {
+                    return Arc::new(StructArray::new_empty_fields(rows, nulls));
+                }
+                let arrays = (first..first + count).map(|c| self.finish(c)).collect();
+                Arc::new(StructArray::new(fields, arrays, nulls))
+            }
+            Kind::List {
+                field,
+                child,
+                offsets,
+                ..
+            } => {
+                let field = field.clone();
+                let child = *child;
+                let offsets = take_offsets(offsets);
+                let values = self.finish(child);
+                Arc::new(ListArray::new(field, offsets, values, nulls))
+            }
+            Kind::Map {
+                entries_field,
+                entry_fields,
+                key,
+                offsets,
+                ..
+            } => {
+                let (entries_field, entry_fields) = (entries_field.clone(), entry_fields.clone());
+                let key = *key;
+                let offsets = take_offsets(offsets);
+                let entries = StructArray::new(
+                    entry_fields,
+                    vec![self.finish(key), self.finish(key + 1)],
+                    None,
+                );
+                Arc::new(MapArray::new(entries_field, offsets, entries, nulls, false))
+            }
+        }
+    }
+}
+
+/// Adds the nodes of `children` (consecutive ids), then their descendants.
+fn add_children(nodes: &mut Vec<Node>, children: &[(&ColumnType, bool)]) {
+    let first = nodes.len();
+    for (data_type, nullable) in children {
+        nodes.push(Node {
+            rows: 0,
+            nullable: *nullable,
+            nulls: Vec::new(),
+            kind: shell(data_type),
+        });
+    }
+    for (i, (data_type, _)) in children.iter().enumerate() {
+        let next = nodes.len();
+        match data_type {
+            ColumnType::Struct(columns) => {
+                if let Some(Kind::Struct { first, count, .. }) =
+                    nodes.get_mut(first + i).map(|n| &mut n.kind)
+                {
+                    *first = next;
+                    *count = columns.len();
+                }
+                add_children(nodes, &of_columns(columns));
+            }
+            ColumnType::Array {
+                element,
+                contains_null,
+            } => {
+                if let Some(Kind::List { child, .. }) =
+                    nodes.get_mut(first + i).map(|n| &mut n.kind)
+                {
+                    *child = next;
+                }
+                add_children(nodes, &[(element.as_ref(), *contains_null)]);
+            }
+            ColumnType::Map {
+                key,
+                value,
+                value_contains_null,
+            } => {
+                if let Some(Kind::Map { key: k, .. }) =
+                    nodes.get_mut(first + i).map(|n| &mut n.kind)
+                {
+                    *k = next;
+                }
+                add_children(
+                    nodes,
+                    &[
+                        (key.as_ref(), false),
+                        (value.as_ref(), *value_contains_null),
+                    ],
+                );
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The types and nullability of `columns`.
+fn of_columns(columns: &[Column]) -> Vec<(&ColumnType, bool)> {
+    columns.iter().map(|c| (&c.data_type, c.nullable)).collect()
+}
+
+/// A node of `data_type` whose child ids `add_children` fills in.
+fn shell(data_type: &ColumnType) -> Kind {
+    if let Some(column) = LeafColumn::new(data_type) {
+        return Kind::Leaf(column);
+    }
+    match data_type {
+        ColumnType::Array {
+            element,
+            contains_null,
+        } => Kind::List {
+            field: list_field(element, *contains_null),
+            child: 0,
+            offsets: vec![0],
+            open: false,
+        },
+        ColumnType::Map {
+            key,
+            value,
+            value_contains_null,
+        } => Kind::Map {
+            entries_field: map_entries_field(key, value, *value_contains_null),
+            entry_fields: map_entry_fields(key, value, *value_contains_null),
+            key: 0,
+            offsets: vec![0],
+            open: false,
+        },
+        ColumnType::Struct(columns) => Kind::Struct {
+            fields: struct_fields(columns),
+            first: 0,
+            count: 0,
+            open: false,
+        },
+        // Scalars are leaves (above).
+        _ => Kind::Struct {
+            fields: Fields::empty(),
+            first: 0,
+            count: 0,
+            open: false,
+        },
+    }
+}
+
+/// The null buffer of `rows` rows with the null rows `nulls` (which is cleared).
+fn null_buffer(nulls: &mut Vec<u32>, rows: usize) -> Option<NullBuffer> {
+    if nulls.is_empty() {
+        return None;
+    }
+    let mut valid = BooleanBufferBuilder::new(rows);
+    valid.append_n(rows, true);
+    for &r in nulls.iter() {
+        if (r as usize) < rows {
+            valid.set_bit(r as usize, false);
+        }
+    }
+    nulls.clear();
+    Some(NullBuffer::new(valid.finish()))
+}
+
+fn take_offsets(offsets: &mut Vec<i32>) -> OffsetBuffer<i32> {
+    let taken = std::mem::replace(offsets, vec![0]);
+    OffsetBuffer::new(ScalarBuffer::from(taken))
+}
