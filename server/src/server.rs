@@ -37,9 +37,10 @@ pub async fn run(
     let grpc = ZerobusServer::new(IngestService::new(pod.clone()))
         .max_decoding_message_size(pod.config.max_message_bytes)
         .max_encoding_message_size(pod.config.max_message_bytes);
-    let app = tonic::service::Routes::new(grpc)
-        .into_axum_router()
-        .merge(crate::http::router(pod.clone()));
+    let app = crate::http::front_door::front_door(
+        tonic::service::Routes::new(grpc).into_axum_router(),
+        crate::http::router(pod.clone()),
+    );
     let tls = options.tls.is_some();
     tracing::info!(%addr, tls, warehouse = %pod.warehouse.root(), "sluice is serving gRPC and HTTP");
     let membership = match &pod.config.cluster {

@@ -1,9 +1,13 @@
 //! The HTTP side of the pod's one port: the Unity-Catalog-shaped tables API,
-//! the OAuth token endpoint, health and Prometheus metrics. Every catalog and
-//! admin route sits behind [`authenticated::require_token`].
+//! the OAuth token endpoint, REST insert, health and Prometheus metrics. Every
+//! catalog and admin route sits behind [`authenticated::require_token`]; REST
+//! insert checks its token itself (its refusals are Zerobus-shaped). What is
+//! not served answers 404 or 405 ([`front_door`]).
 
 mod authenticated;
+pub mod front_door;
 mod grants;
+mod insert;
 mod principals;
 mod tables;
 mod uc;
@@ -29,6 +33,7 @@ pub fn router(pod: Arc<Pod>) -> Router {
         .route("/oidc/v1/token", post(crate::auth::token_endpoint))
         .with_state(pod.auth.clone());
     let public = Router::new()
+        .route("/zerobus/v1/tables/{table}/insert", post(insert::insert))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))

@@ -2,7 +2,10 @@
 //! auth, WAL, sinks, streams) and what the services ask of them. Its lifecycle
 //! (start-up with replay, graceful stop) is [`start`].
 
+mod keepers;
 mod start;
+
+pub use keepers::WalKeepers;
 
 use std::sync::Arc;
 
@@ -53,6 +56,8 @@ pub struct Pod {
     pub draining: CancellationToken,
     /// Ingress counters for the load report.
     pub load: Arc<LoadCounters>,
+    /// REST insert: each table's REST stream, the idempotency keys.
+    pub rest: crate::rest::RestIngest,
 }
 
 impl Pod {

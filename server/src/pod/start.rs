@@ -11,7 +11,7 @@ use tokio::sync::Mutex as AsyncMutex;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::{open_sink, Pod};
+use super::{open_sink, Pod, WalKeepers};
 use crate::auth::bootstrap::bootstrap_admin;
 use crate::auth::kek::pod_kek;
 use crate::auth::Authenticator;
@@ -20,6 +20,8 @@ use crate::cluster::load::LoadCounters;
 use crate::config::{AuthMode, ServeConfig};
 use crate::error::{Result, ServerError};
 use crate::journal::{replay, StreamRegistry};
+use crate::rest::idempotency::{now_ms, IdempotencyIndex};
+use crate::rest::RestIngest;
 use crate::pstreams::{FileStreamStore, PersistentStreams};
 use crate::sink::Sinks;
 use crate::warehouse::Warehouse;
@@ -58,11 +60,16 @@ impl Pod {
             &config.s3,
         )?;
         let streams = Arc::new(StreamRegistry::default());
+        let keys = Arc::new(IdempotencyIndex::new(config.idempotency_window));
+        let keepers = Arc::new(WalKeepers {
+            streams: streams.clone(),
+            keys: keys.clone(),
+        });
         let sinks = Sinks::new(
             wal.clone(),
             config.flush_interval,
             config.upkeep.clone(),
-            streams.clone(),
+            keepers,
         );
         for entry in catalog.tables()? {
             let sink = open_sink(&warehouse, &entry, &wal, &config).await?;
@@ -72,6 +79,13 @@ impl Pod {
         let replayed = replay(&wal, &sinks, &streams)?;
         for (id, (offset, lsn)) in &replayed.persistent {
             pstreams.wal_logged(id, *offset, *lsn);
+        }
+        let now = now_ms();
+        for (key, lsn) in replayed.keys {
+            keys.restore(key, lsn, now)?;
+        }
+        if !keys.is_empty() {
+            tracing::info!(keys = keys.len(), "idempotency keys restored from the WAL");
         }
         if replayed.rows > 0 {
             tracing::info!(
@@ -95,6 +109,7 @@ impl Pod {
             ddl: AsyncMutex::new(()),
             draining: CancellationToken::new(),
             load: Arc::new(LoadCounters::default()),
+            rest: RestIngest::new(keys),
         }))
     }
 
