@@ -71,8 +71,8 @@ async fn handle(
         limit,
         decoded: false,
     };
-    let declared = header_text(headers, header::CONTENT_LENGTH.as_str())?
-        .and_then(|v| v.parse::<u64>().ok());
+    let declared =
+        header_text(headers, header::CONTENT_LENGTH.as_str())?.and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(too_large.into());
     }

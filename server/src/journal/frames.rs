@@ -370,7 +370,10 @@ mod tests {
         let records = encode_records(3, [(5i64, &b"{}"[..])].into_iter());
         let keyed = encode_keyed("retry-1", 1_700_000_000_000, &records);
         let (key, at, rest) = decode_keyed(&keyed).expect("decode");
-        assert_eq!((key.as_str(), at, rest), ("retry-1", 1_700_000_000_000, &records[..]));
+        assert_eq!(
+            (key.as_str(), at, rest),
+            ("retry-1", 1_700_000_000_000, &records[..])
+        );
         assert!(decode_keyed(&keyed[..4]).is_err());
         let keys = vec![
             KeyRecord {
@@ -386,6 +389,9 @@ mod tests {
         ];
         let bytes = encode_keys(&keys);
         assert_eq!(decode_keys(&bytes).expect("decode"), keys);
-        assert_eq!(decode_keys(&bytes[..bytes.len() - 1]), Err(FrameError::Truncated));
+        assert_eq!(
+            decode_keys(&bytes[..bytes.len() - 1]),
+            Err(FrameError::Truncated)
+        );
     }
 }

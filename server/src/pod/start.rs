@@ -20,9 +20,9 @@ use crate::cluster::load::LoadCounters;
 use crate::config::{AuthMode, ServeConfig};
 use crate::error::{Result, ServerError};
 use crate::journal::{replay, StreamRegistry};
+use crate::pstreams::{FileStreamStore, PersistentStreams};
 use crate::rest::idempotency::{now_ms, IdempotencyIndex};
 use crate::rest::RestIngest;
-use crate::pstreams::{FileStreamStore, PersistentStreams};
 use crate::sink::Sinks;
 use crate::warehouse::Warehouse;
 

@@ -101,10 +101,11 @@ pub fn decode(body: &[u8], encoding: Encoding, limit: usize) -> Result<Cow<'_, [
         Encoding::Identity => Ok(Cow::Borrowed(body)),
         Encoding::Gzip => bounded(flate2::read::MultiGzDecoder::new(body), "gzip", limit),
         Encoding::Zstd => {
-            let decoder = zstd::stream::read::Decoder::new(body).map_err(|e| BodyError::Corrupt {
-                encoding: "zstd",
-                message: e.to_string(),
-            })?;
+            let decoder =
+                zstd::stream::read::Decoder::new(body).map_err(|e| BodyError::Corrupt {
+                    encoding: "zstd",
+                    message: e.to_string(),
+                })?;
             bounded(decoder, "zstd", limit)
         }
     }
@@ -149,9 +150,8 @@ pub fn split(body: &[u8], layout: Layout) -> Result<Vec<&str>, BodyError> {
 }
 
 fn split_array(text: &str) -> Result<Vec<&str>, BodyError> {
-    let items: Vec<&serde_json::value::RawValue> = serde_json::from_str(text).map_err(|e| {
-        BodyError::Malformed(format!("expected a JSON array of objects: {e}"))
-    })?;
+    let items: Vec<&serde_json::value::RawValue> = serde_json::from_str(text)
+        .map_err(|e| BodyError::Malformed(format!("expected a JSON array of objects: {e}")))?;
     items
         .into_iter()
         .enumerate()
@@ -196,9 +196,15 @@ mod tests {
 
     #[test]
     fn content_types_and_encodings_are_recognised() {
-        assert_eq!(layout(Some("application/json; charset=utf-8")), Ok(Layout::Array));
+        assert_eq!(
+            layout(Some("application/json; charset=utf-8")),
+            Ok(Layout::Array)
+        );
         assert_eq!(layout(Some("Application/X-NDJSON")), Ok(Layout::Ndjson));
-        assert!(matches!(layout(Some("text/plain")), Err(BodyError::ContentType(_))));
+        assert!(matches!(
+            layout(Some("text/plain")),
+            Err(BodyError::ContentType(_))
+        ));
         assert!(matches!(layout(None), Err(BodyError::ContentType(_))));
         assert_eq!(encoding(None), Ok(Encoding::Identity));
         assert_eq!(encoding(Some("GZIP")), Ok(Encoding::Gzip));
@@ -239,7 +245,10 @@ mod tests {
         assert_eq!(split(b"[]", Layout::Array), Err(BodyError::Empty));
         assert_eq!(split(b"\n\n", Layout::Ndjson), Err(BodyError::Empty));
         let err = split(b"[{\"a\":1}, 5]", Layout::Array).expect_err("number");
-        assert!(err.to_string().contains("record 1: expected a JSON object"), "{err}");
+        assert!(
+            err.to_string().contains("record 1: expected a JSON object"),
+            "{err}"
+        );
         let err = split(b"{\"a\":1}", Layout::Array).expect_err("not an array");
         assert!(err.to_string().contains("expected a JSON array"), "{err}");
         assert!(split(b"[{\"a\":", Layout::Array).is_err());

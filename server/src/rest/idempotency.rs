@@ -115,7 +115,9 @@ impl IdempotencyIndex {
             _ => true,
         };
         if newer {
-            inner.order.push_back((key.at_ms, id.0.clone(), id.1.clone()));
+            inner
+                .order
+                .push_back((key.at_ms, id.0.clone(), id.1.clone()));
             inner.keys.insert(
                 id,
                 State::Done {
@@ -253,11 +255,20 @@ mod tests {
         let Ok(Claim::Mine(guard)) = index.claim("a.b.c", "k", 1_000) else {
             panic!("first claim must be mine");
         };
-        assert!(matches!(index.claim("a.b.c", "k", 1_001), Ok(Claim::Wait(_))));
-        assert!(matches!(index.claim("a.b.d", "k", 1_001), Ok(Claim::Mine(_))), "keys are per table");
+        assert!(matches!(
+            index.claim("a.b.c", "k", 1_001),
+            Ok(Claim::Wait(_))
+        ));
+        assert!(
+            matches!(index.claim("a.b.d", "k", 1_001), Ok(Claim::Mine(_))),
+            "keys are per table"
+        );
         guard.done(7);
         assert!(matches!(index.claim("a.b.c", "k", 10_999), Ok(Claim::Seen)));
-        assert!(matches!(index.claim("a.b.c", "k", 11_001), Ok(Claim::Mine(_))), "expired");
+        assert!(
+            matches!(index.claim("a.b.c", "k", 11_001), Ok(Claim::Mine(_))),
+            "expired"
+        );
     }
 
     #[test]
@@ -274,9 +285,14 @@ mod tests {
     fn restored_keys_count_and_expire() {
         let index = IdempotencyIndex::new(Duration::from_secs(10));
         index.restore(rec("old", 0), 5, 20_000).expect("restore");
-        index.restore(rec("new", 15_000), 6, 20_000).expect("restore");
+        index
+            .restore(rec("new", 15_000), 6, 20_000)
+            .expect("restore");
         assert_eq!(index.len(), 1, "the expired key is not restored");
-        assert!(matches!(index.claim("a.b.c", "new", 20_000), Ok(Claim::Seen)));
+        assert!(matches!(
+            index.claim("a.b.c", "new", 20_000),
+            Ok(Claim::Seen)
+        ));
         index.expire(30_000).expect("expire");
         assert!(index.is_empty());
     }

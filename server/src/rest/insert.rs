@@ -199,8 +199,12 @@ pub async fn insert(
         None => (KIND_RECORDS, frame),
     };
     let bytes: usize = records.iter().map(|r| r.len()).sum();
-    sink.wait_for_room(pod.config.flush_bytes.saturating_mul(MEMTABLE_LIMIT_FLUSHES))
-        .await;
+    sink.wait_for_room(
+        pod.config
+            .flush_bytes
+            .saturating_mul(MEMTABLE_LIMIT_FLUSHES),
+    )
+    .await;
     let lsn = sink.append(kind, payload, Some(batch)).await?;
     pod.streams.records_logged(stream_key, lsn);
     pod.wal.wait_durable(lsn).await?;
@@ -211,7 +215,10 @@ pub async fn insert(
     metrics::counter!("sluice_ingest_bytes_total").increment(bytes as u64);
     pod.load.record_ingress(bytes);
     if let Some(pause) = rest.pause_after_durable {
-        tracing::warn!(lsn, "REST insert durable; pausing {pause:?} before the answer (test hook)");
+        tracing::warn!(
+            lsn,
+            "REST insert durable; pausing {pause:?} before the answer (test hook)"
+        );
         tokio::time::sleep(pause).await;
     }
     Ok(Inserted {
