@@ -296,4 +296,64 @@ mod tests {
         index.expire(30_000).expect("expire");
         assert!(index.is_empty());
     }
+
+    /// A key whose records frame is purged (its segment deleted) is still in the WAL
+    /// afterwards, in a kind-4 frame logged by `relog_below`; without the re-log it is gone
+    /// (the control), so the check can fail.
+    #[tokio::test]
+    async fn a_key_outlives_the_purge_of_its_records_frame() {
+        use crate::journal::frames::{decode_keys, encode_keyed, KIND_KEYED_RECORDS};
+        use sluice_wal::{Wal, WalOptions};
+
+        async fn keys_left_after_purge(relog: bool) -> Vec<String> {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let mut options = WalOptions::new(dir.path().join("wal"));
+            options.segment_bytes = 4096;
+            let (wal, _) = Wal::open(options).expect("wal");
+            let index = IdempotencyIndex::new(Duration::from_secs(3600));
+            let now = now_ms();
+            let Ok(Claim::Mine(guard)) = index.claim("a.b.c", "k1", now) else {
+                panic!("first claim must be mine");
+            };
+            let payload = encode_keyed("k1", now, &[0u8; 12]);
+            let r = wal.reserve(payload.len()).await.expect("reserve");
+            let lsn = wal.append(r, KIND_KEYED_RECORDS, payload).expect("append");
+            guard.done(lsn);
+            // Fill past the first segment so it can be purged.
+            let mut last = lsn;
+            for _ in 0..8 {
+                let r = wal.reserve(1000).await.expect("reserve");
+                last = wal.append(r, 99, vec![0; 1000]).expect("append");
+            }
+            wal.wait_durable(last).await.expect("durable");
+            if relog {
+                let relogged = index.relog_below(&wal, last, now).await.expect("relog");
+                wal.wait_durable(relogged.expect("a key relogged"))
+                    .await
+                    .expect("durable");
+            }
+            assert!(wal.purge_below(last).expect("purge") > 0, "segments purged");
+            let mut keys = Vec::new();
+            for frame in wal.read_from(0).expect("read") {
+                let frame = frame.expect("frame");
+                if frame.kind == KIND_KEYS {
+                    keys.extend(
+                        decode_keys(&frame.payload)
+                            .expect("keys")
+                            .into_iter()
+                            .map(|k| k.key),
+                    );
+                }
+                if frame.kind == KIND_KEYED_RECORDS {
+                    keys.push("k1".into());
+                }
+            }
+            keys
+        }
+        assert_eq!(keys_left_after_purge(true).await, vec!["k1".to_string()]);
+        assert!(
+            keys_left_after_purge(false).await.is_empty(),
+            "control: purged without re-log"
+        );
+    }
 }
