@@ -14,19 +14,19 @@ use super::front_door::json_error;
 use crate::error::ServerError;
 use crate::pod::Pod;
 use crate::rest::body::{self, BodyError};
-use crate::rest::{self as service, Inserted, RestError};
+use crate::rest::{self as service, Inserted, RestError, RestIngest};
 
 /// The client's retry key header.
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 
 /// The handler.
 pub async fn insert(
-    State(pod): State<Arc<Pod>>,
+    State((pod, rest)): State<(Arc<Pod>, Arc<RestIngest>)>,
     Path(table): Path<String>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    match handle(&pod, &table, &headers, body).await {
+    match handle(&pod, &rest, &table, &headers, body).await {
         Ok(_) => StatusCode::OK.into_response(),
         Err(e) => {
             let (status, code) = e.status();
@@ -51,6 +51,7 @@ fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>
 
 async fn handle(
     pod: &Pod,
+    rest: &RestIngest,
     table: &str,
     headers: &HeaderMap,
     body: Body,
@@ -86,5 +87,5 @@ async fn handle(
     let decoded = body::decode(&wire, encoding, limit)?;
     let records = body::split(&decoded, layout)?;
     let key = header_text(headers, IDEMPOTENCY_KEY)?;
-    Ok(service::insert(pod, &sink, &records, key).await?)
+    Ok(service::insert(pod, rest, &sink, &records, key).await?)
 }

@@ -32,8 +32,11 @@ pub fn router(pod: Arc<Pod>) -> Router {
     let token = Router::new()
         .route("/oidc/v1/token", post(crate::auth::token_endpoint))
         .with_state(pod.auth.clone());
-    let public = Router::new()
+    let rest = Arc::new(crate::rest::RestIngest::new(pod.idempotency.clone()));
+    let insert = Router::new()
         .route("/zerobus/v1/tables/{table}/insert", post(insert::insert))
+        .with_state((pod.clone(), rest));
+    let public = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
@@ -45,6 +48,7 @@ pub fn router(pod: Arc<Pod>) -> Router {
         ))
         .with_state(pod)
         .merge(public)
+        .merge(insert)
         .merge(token)
 }
 

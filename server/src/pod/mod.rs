@@ -56,8 +56,8 @@ pub struct Pod {
     pub draining: CancellationToken,
     /// Ingress counters for the load report.
     pub load: Arc<LoadCounters>,
-    /// REST insert: each table's REST stream, the idempotency keys.
-    pub rest: crate::rest::RestIngest,
+    /// REST idempotency keys seen within the window (rebuilt by replay, kept by purges).
+    pub idempotency: Arc<crate::rest::idempotency::IdempotencyIndex>,
 }
 
 impl Pod {

@@ -22,7 +22,6 @@ use crate::error::{Result, ServerError};
 use crate::journal::{replay, StreamRegistry};
 use crate::pstreams::{FileStreamStore, PersistentStreams};
 use crate::rest::idempotency::{now_ms, IdempotencyIndex};
-use crate::rest::RestIngest;
 use crate::sink::Sinks;
 use crate::warehouse::Warehouse;
 
@@ -109,7 +108,7 @@ impl Pod {
             ddl: AsyncMutex::new(()),
             draining: CancellationToken::new(),
             load: Arc::new(LoadCounters::default()),
-            rest: RestIngest::new(keys),
+            idempotency: keys,
         }))
     }
 

@@ -38,7 +38,7 @@ const KEY_WAIT_POLL: Duration = Duration::from_millis(20);
 /// between the write and the answer.
 pub const PAUSE_AFTER_DURABLE_ENV: &str = "SLUICE_TEST_REST_PAUSE_AFTER_DURABLE";
 
-/// The REST side of a pod: each table's REST stream and the idempotency keys.
+/// The REST side of a pod: each table's REST stream and the pod's idempotency keys.
 pub struct RestIngest {
     streams: Mutex<HashMap<String, Arc<OnceCell<RestStream>>>>,
     /// Keys seen within the window.
@@ -144,6 +144,7 @@ async fn claim(keys: &IdempotencyIndex, table: &str, key: &str) -> Result<Option
 /// the window is acknowledged without writing.
 pub async fn insert(
     pod: &Pod,
+    rest: &RestIngest,
     sink: &SharedSink,
     records: &[&str],
     idempotency_key: Option<&str>,
@@ -153,7 +154,6 @@ pub async fn insert(
             "this pod is shutting down; retry (another pod or after the restart)".into(),
         ));
     }
-    let rest = &pod.rest;
     let guard = match idempotency_key {
         Some(key) => match claim(&rest.keys, sink.name(), key).await? {
             Some(guard) => Some((key, guard)),
