@@ -15,7 +15,12 @@
 //! Membership comes from the meta store every [`REFRESH_INTERVAL`]; pods that are draining,
 //! whose report is older than [`STALE_AFTER_MS`], or that refused a connection in the last
 //! [`SUSPECT_FOR`] are not placed on. With no pod available a gRPC call gets UNAVAILABLE (the
-//! SDKs retry) and an HTTP request 503.
+//! SDKs retry) and an HTTP request 503 with a JSON `{"error_code", "message"}` body.
+//!
+//! Only a request with a gRPC content type is treated as a gRPC call: every other request
+//! (REST insert, an unknown path, a wrong method) is relayed as plain HTTP, and the pod
+//! answers it as HTTP (404 / 405 with a JSON error for what it does not serve), never with
+//! a gRPC status a plain HTTP client would read as success.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -223,13 +228,17 @@ fn refused(grpc: bool) -> Response<ProxyBody> {
     resp
 }
 
-/// A gRPC trailers-only UNAVAILABLE, or an HTTP 503.
+/// A gRPC trailers-only UNAVAILABLE, or an HTTP 503 with a JSON error body.
 fn unavailable(grpc: bool, message: &str) -> Response<ProxyBody> {
     let mut resp = if grpc {
         Response::new(Empty::new().map_err(|never| match never {}).boxed_unsync())
     } else {
+        let body = serde_json::json!({
+            "error_code": "TEMPORARILY_UNAVAILABLE",
+            "message": message,
+        });
         Response::new(
-            Full::new(Bytes::from(message.to_string()))
+            Full::new(Bytes::from(body.to_string()))
                 .map_err(|never| match never {})
                 .boxed_unsync(),
         )
@@ -243,6 +252,8 @@ fn unavailable(grpc: bool, message: &str) -> Response<ProxyBody> {
         }
     } else {
         *resp.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+        resp.headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     }
     resp
 }
@@ -322,4 +333,30 @@ pub async fn bind(addr: SocketAddr) -> Result<TcpListener> {
             context: format!("binding {addr}"),
             source,
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use http_body_util::BodyExt;
+
+    use super::*;
+
+    /// With no pod, a plain HTTP request gets 503 with a JSON error (never a gRPC status)
+    /// and a gRPC call a trailers-only UNAVAILABLE.
+    #[tokio::test]
+    async fn no_pod_answers_http_with_a_json_503_and_grpc_with_unavailable() {
+        let http = unavailable(false, "no pod");
+        assert_eq!(http.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(http.headers().get("grpc-status"), None);
+        let body = http.into_body().collect().await.expect("body").to_bytes();
+        let json: serde_json::Value = serde_json::from_slice(&body).expect("json");
+        assert_eq!(json["error_code"], "TEMPORARILY_UNAVAILABLE");
+        assert_eq!(json["message"], "no pod");
+        let grpc = unavailable(true, "no pod");
+        assert_eq!(grpc.status(), StatusCode::OK);
+        assert_eq!(
+            grpc.headers().get("grpc-status").map(|v| v.as_bytes()),
+            Some(&b"14"[..])
+        );
+    }
 }

@@ -70,6 +70,9 @@ pub struct ServeConfig {
     /// this interval (`--commit-interval`); a hand-off after a quiet interval
     /// is committed at once. Default: 1 s.
     pub commit_interval: Duration,
+    /// How long a REST `Idempotency-Key` is remembered (`--idempotency-window`): a retry
+    /// with the same key within it is acknowledged without writing again. Default: 24 h.
+    pub idempotency_window: Duration,
     /// Background checkpoints, compaction and vacuum (see `sink::upkeep`).
     pub upkeep: crate::sink::upkeep::UpkeepConfig,
     /// Authentication mode. Default: OAuth.
@@ -137,6 +140,7 @@ impl ServeConfig {
             flush_interval: Duration::from_secs(1),
             flush_bytes: 64 << 20,
             commit_interval: Duration::from_secs(1),
+            idempotency_window: Duration::from_secs(24 * 3600),
             upkeep: crate::sink::upkeep::UpkeepConfig::default(),
             auth: AuthMode::OAuth,
             bootstrap_principal: None,

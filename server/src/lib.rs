@@ -27,6 +27,7 @@ pub mod listener;
 pub mod metrics_export;
 pub mod pod;
 pub mod pstreams;
+pub mod rest;
 pub mod server;
 pub mod sink;
 pub mod tables;

@@ -47,9 +47,10 @@ pub async fn run(
     if pod.config.cluster.is_some() {
         routes = routes.add_service(PersistentStreamsService::new(pod.clone()));
     }
-    let app = routes
-        .into_axum_router()
-        .merge(crate::http::router(pod.clone()));
+    let app = crate::http::front_door::front_door(
+        routes.into_axum_router(),
+        crate::http::router(pod.clone()),
+    );
     let tls = options.tls.is_some();
     tracing::info!(%addr, tls, warehouse = %pod.warehouse.root(), "sluice is serving gRPC and HTTP");
     let membership = match &pod.config.cluster {

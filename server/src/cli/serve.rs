@@ -41,6 +41,10 @@ pub struct ServeArgs {
     /// after a quiet interval is committed at once).
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     commit_interval: Duration,
+    /// A REST insert retried with the same `Idempotency-Key` within this window is
+    /// acknowledged without writing its records again.
+    #[arg(long, default_value = "24h", value_parser = humantime::parse_duration)]
+    idempotency_window: Duration,
     /// Size each WAL segment file is preallocated to (a record larger than this gets a
     /// segment of its own).
     #[arg(long, default_value_t = 64 << 20)]
@@ -128,6 +132,7 @@ impl From<ServeArgs> for ServeConfig {
             flush_interval: args.flush_interval,
             flush_bytes: args.flush_bytes,
             commit_interval: args.commit_interval,
+            idempotency_window: args.idempotency_window,
             wal_segment_bytes: args.wal_segment_bytes,
             wal_prepare_segments: args.wal_prepare_segments,
             upkeep: UpkeepConfig {

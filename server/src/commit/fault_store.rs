@@ -44,7 +44,10 @@ impl FaultStore {
 
     /// Whether the armed fault has struck (or none was armed).
     pub(super) fn struck(&self) -> bool {
-        self.armed.lock().unwrap_or_else(|p| p.into_inner()).is_none()
+        self.armed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_none()
     }
 
     /// Takes the armed fault if `location` is a commit file.

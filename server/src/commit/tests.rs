@@ -407,7 +407,10 @@ async fn an_object_store_failing_mid_commit_loses_nothing_and_commits_nothing_tw
         // The put of the commit file fails once: before writing it, or after.
         store.arm(fault);
         let first = committer.hand_off(h.clone()).await;
-        assert!(store.struck(), "{fault:?}: the commit went through the fault store");
+        assert!(
+            store.struck(),
+            "{fault:?}: the commit went through the fault store"
+        );
         // Whatever the first answer was (the committer reloads and tries once more before
         // answering; a pod resends on an error), the same hand-off sent again is answered
         // and the table holds its one file once, at one version.

@@ -1,9 +1,13 @@
 //! The HTTP side of the pod's one port: the Unity-Catalog-shaped tables API,
-//! the OAuth token endpoint, health and Prometheus metrics. Every catalog and
-//! admin route sits behind [`authenticated::require_token`].
+//! the OAuth token endpoint, REST insert, health and Prometheus metrics. Every
+//! catalog and admin route sits behind [`authenticated::require_token`]; REST
+//! insert checks its token itself (its refusals are Zerobus-shaped). What is
+//! not served answers 404 or 405 ([`front_door`]).
 
 mod authenticated;
+pub mod front_door;
 mod grants;
+mod insert;
 mod principals;
 mod tables;
 mod uc;
@@ -28,6 +32,10 @@ pub fn router(pod: Arc<Pod>) -> Router {
     let token = Router::new()
         .route("/oidc/v1/token", post(crate::auth::token_endpoint))
         .with_state(pod.auth.clone());
+    let rest = Arc::new(crate::rest::RestIngest::new(pod.idempotency.clone()));
+    let insert = Router::new()
+        .route("/zerobus/v1/tables/{table}/insert", post(insert::insert))
+        .with_state((pod.clone(), rest));
     let public = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -40,6 +48,7 @@ pub fn router(pod: Arc<Pod>) -> Router {
         ))
         .with_state(pod)
         .merge(public)
+        .merge(insert)
         .merge(token)
 }
 

@@ -6,6 +6,10 @@
 //!                       [ | u8 tag 1 | u16 id_len | persistent stream id (UTF-8) ]
 //! kind 2, records:      u64 stream_key | u32 count
 //!                       | count × ( i64 offset | u32 len | record bytes )
+//! kind 3, keyed records: u16 key_len | idempotency key (UTF-8) | i64 received_at_ms
+//!                       | a kind-2 payload (one REST request with an `Idempotency-Key`)
+//! kind 4, keys:         u32 count | count × ( u16 table_len | table | u16 key_len | key
+//!                       | i64 received_at_ms )  (keys re-logged before a purge)
 //! ```
 //! The bracketed tail is present only on the open frame of a persistent stream's
 //! connection (each connection logs its own open frame with its own key); frames written
@@ -35,8 +39,8 @@ pub enum FrameError {
     /// A stream-open payload's optional tail has a tag Sluice never writes.
     #[error("WAL payload: unknown stream-open tail tag {0}")]
     UnknownTail(u8),
-    /// A stream-open payload's persistent stream id is not UTF-8.
-    #[error("WAL payload: persistent stream id is not UTF-8")]
+    /// A persistent stream id or an idempotency key is not UTF-8.
+    #[error("WAL payload: a stream id or idempotency key is not UTF-8")]
     IdNotUtf8,
 }
 
@@ -47,6 +51,11 @@ const TAIL_PERSISTENT_ID: u8 = 1;
 pub const KIND_STREAM_OPEN: u8 = 1;
 /// WAL frame kind of a records payload.
 pub const KIND_RECORDS: u8 = 2;
+
+/// WAL frame kind of a records payload that carries a REST request's idempotency key.
+pub const KIND_KEYED_RECORDS: u8 = 3;
+/// WAL frame kind of a list of idempotency keys still inside their window.
+pub const KIND_KEYS: u8 = 4;
 
 /// How a stream's records are encoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -182,6 +191,65 @@ pub fn decode_records(bytes: &[u8]) -> Result<RecordsFrame<'_>> {
     })
 }
 
+/// An idempotency key as the WAL keeps it: the table, the key, when its request came.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyRecord {
+    /// Full table name.
+    pub table: String,
+    /// The client's `Idempotency-Key`.
+    pub key: String,
+    /// When the request that wrote it arrived (ms since the epoch).
+    pub at_ms: i64,
+}
+
+/// Prefixes a records payload with its request's idempotency key (kind 3).
+pub fn encode_keyed(key: &str, at_ms: i64, records_payload: &[u8]) -> Vec<u8> {
+    let key = &key.as_bytes()[..key.len().min(u16::MAX as usize)];
+    let mut out = Vec::with_capacity(10 + key.len() + records_payload.len());
+    out.extend_from_slice(&(key.len() as u16).to_le_bytes());
+    out.extend_from_slice(key);
+    out.extend_from_slice(&at_ms.to_le_bytes());
+    out.extend_from_slice(records_payload);
+    out
+}
+
+/// Splits a kind-3 payload into its key, its time and the records payload after them.
+pub fn decode_keyed(bytes: &[u8]) -> Result<(String, i64, &[u8])> {
+    let mut r = Reader { bytes, pos: 0 };
+    let key = r.text()?;
+    let at_ms = r.u64()? as i64;
+    Ok((key, at_ms, &bytes[r.pos..]))
+}
+
+/// Encodes a list of keys (kind 4).
+pub fn encode_keys(keys: &[KeyRecord]) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&(keys.len() as u32).to_le_bytes());
+    for k in keys {
+        for text in [&k.table, &k.key] {
+            let text = &text.as_bytes()[..text.len().min(u16::MAX as usize)];
+            out.extend_from_slice(&(text.len() as u16).to_le_bytes());
+            out.extend_from_slice(text);
+        }
+        out.extend_from_slice(&k.at_ms.to_le_bytes());
+    }
+    out
+}
+
+/// Decodes a list of keys (kind 4).
+pub fn decode_keys(bytes: &[u8]) -> Result<Vec<KeyRecord>> {
+    let mut r = Reader { bytes, pos: 0 };
+    let count = r.u32()? as usize;
+    let mut keys = Vec::with_capacity(count.min(bytes.len() / 12 + 1));
+    for _ in 0..count {
+        let table = r.text()?;
+        let key = r.text()?;
+        let at_ms = r.u64()? as i64;
+        keys.push(KeyRecord { table, key, at_ms });
+    }
+    Ok(keys)
+}
+
 struct Reader<'a> {
     bytes: &'a [u8],
     pos: usize,
@@ -215,6 +283,10 @@ impl<'a> Reader<'a> {
     }
     fn u64(&mut self) -> Result<u64> {
         Ok(u64::from_le_bytes(self.array()?))
+    }
+    fn text(&mut self) -> Result<String> {
+        let len = self.u16()? as usize;
+        String::from_utf8(self.take(len)?.to_vec()).map_err(|_| FrameError::IdNotUtf8)
     }
 }
 
@@ -291,5 +363,35 @@ mod tests {
         assert_eq!(frame.stream_key, 9);
         assert_eq!(frame.records, recs);
         assert!(decode_records(&bytes[..bytes.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn keyed_records_and_key_lists_round_trip() {
+        let records = encode_records(3, [(5i64, &b"{}"[..])].into_iter());
+        let keyed = encode_keyed("retry-1", 1_700_000_000_000, &records);
+        let (key, at, rest) = decode_keyed(&keyed).expect("decode");
+        assert_eq!(
+            (key.as_str(), at, rest),
+            ("retry-1", 1_700_000_000_000, &records[..])
+        );
+        assert!(decode_keyed(&keyed[..4]).is_err());
+        let keys = vec![
+            KeyRecord {
+                table: "a.b.c".into(),
+                key: "k1".into(),
+                at_ms: 1,
+            },
+            KeyRecord {
+                table: "a.b.d".into(),
+                key: String::new(),
+                at_ms: -2,
+            },
+        ];
+        let bytes = encode_keys(&keys);
+        assert_eq!(decode_keys(&bytes).expect("decode"), keys);
+        assert_eq!(
+            decode_keys(&bytes[..bytes.len() - 1]),
+            Err(FrameError::Truncated)
+        );
     }
 }

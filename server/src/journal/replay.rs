@@ -19,7 +19,10 @@ use std::sync::Arc;
 use sluice_wal::{Lsn, Wal};
 use sluice_zeroparser::{ProtoPlan, RecordBatchBuilder};
 
-use super::frames::{decode_records, RecordFormat, StreamOpen, KIND_RECORDS, KIND_STREAM_OPEN};
+use super::frames::{
+    decode_keyed, decode_keys, decode_records, KeyRecord, RecordFormat, StreamOpen,
+    KIND_KEYED_RECORDS, KIND_KEYS, KIND_RECORDS, KIND_STREAM_OPEN,
+};
 use super::streams::StreamRegistry;
 use crate::error::Result;
 use crate::sink::{Sinks, StreamMark};
@@ -34,6 +37,9 @@ pub struct ReplayReport {
     /// Persistent streams with records in the WAL: stream id → (highest offset, end LSN
     /// of the frame holding it).
     pub persistent: HashMap<String, (i64, Lsn)>,
+    /// REST idempotency keys the WAL holds (keyed records frames and re-logged key
+    /// lists, committed or not), each with the end LSN of its frame.
+    pub keys: Vec<(KeyRecord, Lsn)>,
 }
 
 struct ReplayStream {
@@ -67,10 +73,30 @@ pub fn replay(wal: &Wal, sinks: &Sinks, registry: &StreamRegistry) -> Result<Rep
     let mut builders: HashMap<String, RecordBatchBuilder> = HashMap::new();
     for frame in wal.read_from(0)? {
         let frame = frame?;
-        if frame.kind != KIND_RECORDS {
-            continue;
-        }
-        let records = decode_records(&frame.payload)?;
+        let payload = match frame.kind {
+            KIND_RECORDS => &frame.payload[..],
+            KIND_KEYED_RECORDS => {
+                let (key, at_ms, rest) = decode_keyed(&frame.payload)?;
+                let table = decode_records(rest)
+                    .ok()
+                    .and_then(|r| streams.get(&r.stream_key))
+                    .map(|s| s.open.table.clone());
+                if let Some(table) = table {
+                    report
+                        .keys
+                        .push((KeyRecord { table, key, at_ms }, frame.end_lsn));
+                }
+                rest
+            }
+            KIND_KEYS => {
+                for key in decode_keys(&frame.payload)? {
+                    report.keys.push((key, frame.end_lsn));
+                }
+                continue;
+            }
+            _ => continue,
+        };
+        let records = decode_records(payload)?;
         let Some(stream) = streams.get_mut(&records.stream_key) else {
             tracing::error!(
                 lsn = frame.lsn,

@@ -2,7 +2,10 @@
 //! auth, WAL, sinks, streams) and what the services ask of them. Its lifecycle
 //! (start-up with replay, graceful stop) is [`start`].
 
+mod keepers;
 mod start;
+
+pub use keepers::WalKeepers;
 
 use std::sync::Arc;
 
@@ -57,6 +60,8 @@ pub struct Pod {
     /// In a cluster: this pod's committer roles and the route of its
     /// hand-offs to each table's elected committer (None: single node).
     pub roles: Option<Arc<CommitRoles>>,
+    /// REST idempotency keys seen within the window (rebuilt by replay, kept by purges).
+    pub idempotency: Arc<crate::rest::idempotency::IdempotencyIndex>,
 }
 
 impl Pod {

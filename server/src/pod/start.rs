@@ -13,7 +13,7 @@ use tokio_util::task::TaskTracker;
 
 use sluice_router::Meta;
 
-use super::{open_sink, Pod, SinkEnv};
+use super::{open_sink, Pod, SinkEnv, WalKeepers};
 use crate::auth::bootstrap::bootstrap_admin;
 use crate::auth::kek::pod_kek;
 use crate::auth::Authenticator;
@@ -28,6 +28,7 @@ use crate::journal::{replay, StreamRegistry};
 use crate::pstreams::{
     EtcdStreamStore, FileStreamStore, PersistentStreamStore, PersistentStreams, StreamPeers,
 };
+use crate::rest::idempotency::{now_ms, IdempotencyIndex};
 use crate::sink::Sinks;
 use crate::warehouse::Warehouse;
 
@@ -65,11 +66,16 @@ impl Pod {
             &config.s3,
         )?;
         let streams = Arc::new(StreamRegistry::default());
+        let keys = Arc::new(IdempotencyIndex::new(config.idempotency_window));
+        let keepers = Arc::new(WalKeepers {
+            streams: streams.clone(),
+            keys: keys.clone(),
+        });
         let sinks = Sinks::new(
             wal.clone(),
             config.flush_interval,
             config.upkeep.clone(),
-            streams.clone(),
+            keepers,
         );
         let meta = match &config.cluster {
             Some(cluster) => Some(
@@ -99,6 +105,13 @@ impl Pod {
         for (id, (offset, lsn)) in &replayed.persistent {
             pstreams.wal_logged(id, *offset, *lsn);
         }
+        let now = now_ms();
+        for (key, lsn) in replayed.keys {
+            keys.restore(key, lsn, now)?;
+        }
+        if !keys.is_empty() {
+            tracing::info!(keys = keys.len(), "idempotency keys restored from the WAL");
+        }
         if replayed.rows > 0 {
             tracing::info!(
                 rows = replayed.rows,
@@ -122,6 +135,7 @@ impl Pod {
             draining: CancellationToken::new(),
             load: Arc::new(LoadCounters::default()),
             roles,
+            idempotency: keys,
         }))
     }
 

@@ -1,0 +1,91 @@
+//! `POST /zerobus/v1/tables/{table}/insert`: reads the request (token, table, headers,
+//! body within the size limit), hands it to the REST service (`crate::rest`) and answers
+//! 200 with an empty body once the records are durable, or the refusal's status with
+//! `{"error_code", "message"}`. The token is checked before the body is read.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+
+use super::front_door::json_error;
+use crate::error::ServerError;
+use crate::pod::Pod;
+use crate::rest::body::{self, BodyError};
+use crate::rest::{self as service, Inserted, RestError, RestIngest};
+
+/// The client's retry key header.
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+
+/// The handler.
+pub async fn insert(
+    State((pod, rest)): State<(Arc<Pod>, Arc<RestIngest>)>,
+    Path(table): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    match handle(&pod, &rest, &table, &headers, body).await {
+        Ok(_) => StatusCode::OK.into_response(),
+        Err(e) => {
+            let (status, code) = e.status();
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            json_error(status, code, e.to_string())
+        }
+    }
+}
+
+fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, RestError> {
+    headers
+        .get(name)
+        .map(|v| {
+            v.to_str().map_err(|_| {
+                RestError::Server(ServerError::InvalidArgument(format!(
+                    "the {name} header is not ASCII"
+                )))
+            })
+        })
+        .transpose()
+}
+
+async fn handle(
+    pod: &Pod,
+    rest: &RestIngest,
+    table: &str,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Inserted, RestError> {
+    let caller = pod
+        .auth
+        .verify_bearer(header_text(headers, header::AUTHORIZATION.as_str())?)?;
+    let table = table.trim().to_ascii_lowercase();
+    pod.auth.authorize_write(&caller, &table)?;
+    let sink = pod
+        .sink_for(&table)
+        .await?
+        .ok_or_else(|| ServerError::NotFound(format!("table `{table}` does not exist")))?;
+    let layout = body::layout(header_text(headers, header::CONTENT_TYPE.as_str())?)?;
+    let encoding = body::encoding(header_text(headers, header::CONTENT_ENCODING.as_str())?)?;
+    let limit = pod.config.max_message_bytes;
+    let too_large = BodyError::TooLarge {
+        limit,
+        decoded: false,
+    };
+    let declared =
+        header_text(headers, header::CONTENT_LENGTH.as_str())?.and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(too_large.into());
+    }
+    let wire = axum::body::to_bytes(body, limit).await.map_err(|e| {
+        if e.to_string().contains("length limit") {
+            too_large.clone()
+        } else {
+            BodyError::Malformed(format!("reading the body: {e}"))
+        }
+    })?;
+    let decoded = body::decode(&wire, encoding, limit)?;
+    let records = body::split(&decoded, layout)?;
+    let key = header_text(headers, IDEMPOTENCY_KEY)?;
+    Ok(service::insert(pod, rest, &sink, &records, key).await?)
+}

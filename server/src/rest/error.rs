@@ -1,0 +1,47 @@
+//! A refused REST request: its HTTP status and `error_code`, following the gRPC mapping
+//! of Zerobus' REST surface (INVALID_PARAMETER_VALUE 400, NOT_FOUND 404, NOT_IMPLEMENTED
+//! 501, UNAUTHENTICATED 401, PERMISSION_DENIED 403, RESOURCE_EXHAUSTED 429,
+//! TEMPORARILY_UNAVAILABLE 503), plus 413 and 415 for bodies.
+
+use super::body::BodyError;
+use crate::error::ServerError;
+
+/// Why a REST request was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum RestError {
+    /// The body could not be taken apart into records.
+    #[error(transparent)]
+    Body(#[from] BodyError),
+    /// The pod refused it (auth, table, record, WAL).
+    #[error(transparent)]
+    Server(#[from] ServerError),
+}
+
+impl RestError {
+    /// The HTTP status and `error_code` of this refusal.
+    pub fn status(&self) -> (u16, &'static str) {
+        match self {
+            RestError::Body(BodyError::TooLarge { .. }) => (413, "REQUEST_LIMIT_EXCEEDED"),
+            RestError::Body(BodyError::ContentType(_) | BodyError::Encoding(_)) => {
+                (415, "INVALID_PARAMETER_VALUE")
+            }
+            RestError::Body(_) => (400, "INVALID_PARAMETER_VALUE"),
+            RestError::Server(e) => server_status(e),
+        }
+    }
+}
+
+fn server_status(e: &ServerError) -> (u16, &'static str) {
+    match e {
+        ServerError::InvalidArgument(_) => (400, "INVALID_PARAMETER_VALUE"),
+        ServerError::NotFound(_) => (404, "NOT_FOUND"),
+        ServerError::Unauthenticated(_) => (401, "UNAUTHENTICATED"),
+        ServerError::PermissionDenied(_) => (403, "PERMISSION_DENIED"),
+        ServerError::ResourceExhausted(_) => (429, "RESOURCE_EXHAUSTED"),
+        ServerError::Unimplemented(_) => (501, "NOT_IMPLEMENTED"),
+        ServerError::Unavailable(_) => (503, "TEMPORARILY_UNAVAILABLE"),
+        ServerError::Wal(sluice_wal::WalError::NoSpace { .. }) => (429, "RESOURCE_EXHAUSTED"),
+        ServerError::Wal(_) => (503, "TEMPORARILY_UNAVAILABLE"),
+        _ => (500, "INTERNAL_ERROR"),
+    }
+}

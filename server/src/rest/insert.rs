@@ -1,0 +1,228 @@
+//! One REST insert, after the caller and the table were checked: claim the idempotency
+//! key, parse every record into one Arrow batch (the first bad record refuses the whole
+//! request, naming its index and field; nothing is written), log the records as one WAL
+//! frame of the table's REST stream, add the batch to the memtable, and return once the
+//! frame is durable. The WAL's group commit shares one fdatasync among all requests
+//! waiting at that moment; the rows reach Delta with the memtable's next flush, so a
+//! small request never costs a Delta commit of its own.
+//!
+//! Each table has one REST stream per pod process: a stream-open frame (JSON records)
+//! logged on the table's first REST insert and kept in the stream registry (re-logged
+//! before a purge), so replay re-parses REST records like a stream's. Its offsets number
+//! the records in the order they were parsed (`_sluice_offset` is unique per REST
+//! stream, not ordered by arrival across concurrent requests).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::OnceCell;
+
+use super::idempotency::{now_ms, Claim, IdempotencyIndex, KeyGuard, MAX_KEY_BYTES};
+use crate::error::{Result, ServerError};
+use crate::journal::frames::{
+    encode_keyed, encode_records, RecordFormat, StreamOpen, KIND_KEYED_RECORDS, KIND_RECORDS,
+    KIND_STREAM_OPEN,
+};
+use crate::pod::Pod;
+use crate::sink::SharedSink;
+
+/// A REST request waits while its table's memtable holds more than this many flush
+/// thresholds (as streams do).
+const MEMTABLE_LIMIT_FLUSHES: usize = 4;
+/// How often a request waiting on another with the same key looks again.
+const KEY_WAIT_POLL: Duration = Duration::from_millis(20);
+/// Test hook: with this variable set to a duration (`300ms`), every REST insert waits that
+/// long after its records are durable before it answers, so a test can SIGKILL the pod
+/// between the write and the answer.
+pub const PAUSE_AFTER_DURABLE_ENV: &str = "SLUICE_TEST_REST_PAUSE_AFTER_DURABLE";
+
+/// The REST side of a pod: each table's REST stream and the pod's idempotency keys.
+pub struct RestIngest {
+    streams: Mutex<HashMap<String, Arc<OnceCell<RestStream>>>>,
+    /// Keys seen within the window.
+    pub keys: Arc<IdempotencyIndex>,
+    pause_after_durable: Option<Duration>,
+}
+
+struct RestStream {
+    key: u64,
+    next_offset: AtomicI64,
+}
+
+/// What an accepted request did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Inserted {
+    /// Records made durable by this request (0 for a retry of a key already seen).
+    pub records: usize,
+    /// Whether the key had been seen: acknowledged without writing.
+    pub duplicate: bool,
+}
+
+impl RestIngest {
+    /// The REST side over `keys` (the test hook read from the environment).
+    pub fn new(keys: Arc<IdempotencyIndex>) -> RestIngest {
+        let pause_after_durable = std::env::var(PAUSE_AFTER_DURABLE_ENV)
+            .ok()
+            .and_then(|v| humantime::parse_duration(&v).ok());
+        RestIngest {
+            streams: Mutex::new(HashMap::new()),
+            keys,
+            pause_after_durable,
+        }
+    }
+
+    /// The REST stream of `sink`'s table, its open frame logged on first use.
+    async fn stream(&self, pod: &Pod, sink: &SharedSink) -> Result<u64> {
+        let cell = {
+            let mut map = self
+                .streams
+                .lock()
+                .map_err(|_| ServerError::Internal("REST streams poisoned".into()))?;
+            map.entry(sink.name().to_string()).or_default().clone()
+        };
+        let stream = cell
+            .get_or_try_init(|| async {
+                let key = rand::random::<u64>();
+                let open = StreamOpen {
+                    stream_key: key,
+                    table: sink.name().to_string(),
+                    format: RecordFormat::Json,
+                    descriptor: Vec::new(),
+                    persistent_id: None,
+                };
+                let payload = Arc::new(open.encode());
+                let lsn = sink
+                    .append(KIND_STREAM_OPEN, payload.as_ref().clone(), None)
+                    .await?;
+                pod.streams.register(key, sink.name(), payload, lsn, true);
+                Ok::<_, ServerError>(RestStream {
+                    key,
+                    next_offset: AtomicI64::new(0),
+                })
+            })
+            .await?;
+        Ok(stream.key)
+    }
+
+    fn offsets(&self, table: &str, count: usize) -> Result<i64> {
+        let map = self
+            .streams
+            .lock()
+            .map_err(|_| ServerError::Internal("REST streams poisoned".into()))?;
+        let stream = map
+            .get(table)
+            .and_then(|c| c.get())
+            .ok_or_else(|| ServerError::Internal(format!("no REST stream for {table}")))?;
+        Ok(stream
+            .next_offset
+            .fetch_add(count as i64, Ordering::Relaxed))
+    }
+}
+
+/// Claims `key` for `table`: None when a request with it is durable already.
+async fn claim(keys: &IdempotencyIndex, table: &str, key: &str) -> Result<Option<KeyGuard>> {
+    if key.is_empty() || key.len() > MAX_KEY_BYTES {
+        return Err(ServerError::InvalidArgument(format!(
+            "Idempotency-Key must be 1 to {MAX_KEY_BYTES} bytes"
+        )));
+    }
+    loop {
+        match keys.claim(table, key, now_ms())? {
+            Claim::Seen => return Ok(None),
+            Claim::Mine(guard) => return Ok(Some(guard)),
+            Claim::Wait(notify) => {
+                let _ = tokio::time::timeout(KEY_WAIT_POLL, notify.notified()).await;
+            }
+        }
+    }
+}
+
+/// Writes `records` (JSON object texts) into `sink`'s table, all or nothing, and returns
+/// once they are durable. `idempotency_key`: a retry of a request with this key within
+/// the window is acknowledged without writing.
+pub async fn insert(
+    pod: &Pod,
+    rest: &RestIngest,
+    sink: &SharedSink,
+    records: &[&str],
+    idempotency_key: Option<&str>,
+) -> Result<Inserted> {
+    if pod.is_shutting_down() {
+        return Err(ServerError::Unavailable(
+            "this pod is shutting down; retry (another pod or after the restart)".into(),
+        ));
+    }
+    let guard = match idempotency_key {
+        Some(key) => match claim(&rest.keys, sink.name(), key).await? {
+            Some(guard) => Some((key, guard)),
+            None => {
+                metrics::counter!("sluice_rest_duplicate_requests_total").increment(1);
+                return Ok(Inserted {
+                    records: 0,
+                    duplicate: true,
+                });
+            }
+        },
+        None => None,
+    };
+    let max_record = pod.config.limits.max_record_bytes;
+    let mut builder = sink.batch_builder()?;
+    for (i, record) in records.iter().enumerate() {
+        if record.len() > max_record {
+            return Err(ServerError::InvalidArgument(format!(
+                "record {i}: {} bytes, over the record limit of {max_record}",
+                record.len()
+            )));
+        }
+        builder
+            .append_json(record)
+            .map_err(|e| ServerError::InvalidArgument(format!("record {i}: {e}")))?;
+    }
+    let stream_key = rest.stream(pod, sink).await?;
+    let first = rest.offsets(sink.name(), records.len())?;
+    let batch = sink.with_system_columns(
+        builder.finish(),
+        stream_key,
+        (0..records.len()).map(|i| first + i as i64),
+    )?;
+    let frame = encode_records(
+        stream_key,
+        records
+            .iter()
+            .enumerate()
+            .map(move |(i, r)| (first + i as i64, r.as_bytes())),
+    );
+    let (kind, payload) = match &guard {
+        Some((key, g)) => (KIND_KEYED_RECORDS, encode_keyed(key, g.at_ms(), &frame)),
+        None => (KIND_RECORDS, frame),
+    };
+    let bytes: usize = records.iter().map(|r| r.len()).sum();
+    sink.wait_for_room(
+        pod.config
+            .flush_bytes
+            .saturating_mul(MEMTABLE_LIMIT_FLUSHES),
+    )
+    .await;
+    let lsn = sink.append(kind, payload, Some(batch)).await?;
+    pod.streams.records_logged(stream_key, lsn);
+    pod.wal.wait_durable(lsn).await?;
+    if let Some((_, g)) = guard {
+        g.done(lsn);
+    }
+    metrics::counter!("sluice_rest_records_total").increment(records.len() as u64);
+    metrics::counter!("sluice_ingest_bytes_total").increment(bytes as u64);
+    pod.load.record_ingress(bytes);
+    if let Some(pause) = rest.pause_after_durable {
+        tracing::warn!(
+            lsn,
+            "REST insert durable; pausing {pause:?} before the answer (test hook)"
+        );
+        tokio::time::sleep(pause).await;
+    }
+    Ok(Inserted {
+        records: records.len(),
+        duplicate: false,
+    })
+}
