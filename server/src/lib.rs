@@ -17,6 +17,7 @@ pub mod config;
 pub mod data_dir;
 pub mod doctor;
 pub mod error;
+pub mod flight;
 pub mod http;
 pub mod ingest;
 pub mod journal;

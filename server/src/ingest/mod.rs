@@ -1,13 +1,13 @@
 //! The Zerobus gRPC service: stream set-up, per-stream ingest loops, acks.
 
-mod acks;
-mod inbound;
-mod open;
+pub(crate) mod acks;
+pub(crate) mod inbound;
+pub(crate) mod open;
 mod persistent;
 mod persistent_open;
 mod request;
-mod run;
-mod service;
-mod stream;
+pub(crate) mod run;
+pub(crate) mod service;
+pub(crate) mod stream;
 
 pub use service::IngestService;

@@ -92,6 +92,7 @@ pub async fn resume_persistent(
     let plan = match format {
         RecordFormat::Json => None,
         RecordFormat::Proto => Some(resumed_plan(&record, resume.descriptor_proto, &sink)?),
+        RecordFormat::Arrow => return Err(super::open::arrow_only_by_flight("resume_stream")),
     };
     let attached = pod.pstreams.attach(&id).await?;
     // Retired (or moved) while this resume waited for the older connection to end.
