@@ -38,6 +38,11 @@ impl Server {
         Ok(Server { process, url })
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.process.child.id()
+    }
+
     /// Waits until `/healthz` answers.
     pub async fn wait_ready(&self) -> Result<()> {
         crate::e2e::wait_ready(&format!("{}/healthz", self.process.url)).await

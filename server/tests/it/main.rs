@@ -17,6 +17,7 @@ mod disk_full;
 mod doctor;
 mod exactly_once;
 mod file_modes;
+mod flight;
 mod harness;
 mod id_v;
 mod ledger;
