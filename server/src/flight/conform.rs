@@ -312,3 +312,122 @@ fn check_variant(path: &str, array: &ArrayRef, to: &ColumnType) -> Result<(), St
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::{Int32Array, Int64Array, LargeStringArray, StructArray};
+    use arrow_schema::Fields;
+
+    use super::*;
+
+    fn table(text: &str) -> TableSchema {
+        TableSchema::parse(text).expect("schema")
+    }
+
+    fn conform(table: &TableSchema, schema: &Schema) -> Result<Conform, String> {
+        Conform::new(table, schema, table.arrow_schema())
+    }
+
+    #[test]
+    fn schemas_that_do_not_fit_are_refused_naming_the_column() {
+        let t = table("id BIGINT NOT NULL, name STRING, pos STRUCT<x: INT NOT NULL>");
+        let refused = |fields: Vec<Field>| conform(&t, &Schema::new(fields)).expect_err("refused");
+        let id = Field::new("id", DataType::Int64, false);
+        assert!(refused(vec![Field::new("id", DataType::Utf8, false)])
+            .contains("column `id` is BIGINT but the Arrow field is Utf8"));
+        assert!(refused(vec![Field::new("id", DataType::Int64, true)])
+            .contains("column `id` is NOT NULL but the Arrow field is nullable"));
+        assert!(refused(vec![Field::new("name", DataType::Utf8, true)])
+            .contains("column `id` is NOT NULL and the Arrow schema has no field"));
+        assert!(
+            refused(vec![id.clone(), Field::new("extra", DataType::Utf8, true)])
+                .contains("field `extra` has no column")
+        );
+        let loose_x = DataType::Struct(Fields::from(vec![Field::new("x", DataType::Int32, true)]));
+        assert!(refused(vec![id.clone(), Field::new("pos", loose_x, true)])
+            .contains("column `pos.x` is NOT NULL"));
+        // Wider integers into BIGINT, LargeUtf8 into STRING, any column order: fits.
+        let fits = Schema::new(vec![
+            Field::new("NAME", DataType::LargeUtf8, true),
+            Field::new("id", DataType::Int32, false),
+        ]);
+        assert!(conform(&t, &fits).is_ok());
+    }
+
+    #[test]
+    fn batches_are_cast_where_needed_and_missing_nullable_columns_are_null() {
+        let t = table("id BIGINT NOT NULL, name STRING, n INT");
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("name", DataType::LargeUtf8, true),
+            Field::new("id", DataType::Int64, false),
+        ]));
+        let c = conform(&t, &schema).expect("fits");
+        let id: ArrayRef = Arc::new(Int64Array::from(vec![1, 2]));
+        let batch = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(LargeStringArray::from(vec![Some("a"), None])),
+                id.clone(),
+            ],
+        )
+        .expect("batch");
+        let out = c.apply(&batch).expect("applies");
+        assert_eq!(out.schema(), t.arrow_schema());
+        assert!(
+            Arc::ptr_eq(out.column(0), &id),
+            "a column of the table's type is not copied"
+        );
+        assert_eq!(out.column(1).null_count(), 1);
+        assert_eq!(
+            out.column(2).null_count(),
+            2,
+            "missing nullable column is null"
+        );
+    }
+
+    #[test]
+    fn nulls_under_not_null_are_refused_unless_a_null_parent_hides_them() {
+        let t = table("pos STRUCT<x: INT NOT NULL>");
+        let fields = Fields::from(vec![Field::new("x", DataType::Int32, false)]);
+        let schema = Arc::new(Schema::new(vec![Field::new(
+            "pos",
+            DataType::Struct(fields.clone()),
+            true,
+        )]));
+        let c = conform(&t, &schema).expect("fits");
+        let x: ArrayRef = Arc::new(Int32Array::from(vec![Some(1), None]));
+        let make = |parent: Option<NullBuffer>| {
+            // As an IPC reader may build it: `try_new` would refuse the unmasked null.
+            // SAFETY: one child of the field's type and of the parent's length.
+            let data =
+                unsafe { StructArray::new_unchecked(fields.clone(), vec![x.clone()], parent) };
+            RecordBatch::try_new(schema.clone(), vec![Arc::new(data)]).expect("batch")
+        };
+        let hidden = make(Some(NullBuffer::from(vec![true, false])));
+        assert!(c.apply(&hidden).is_ok(), "the null x sits under a null pos");
+        let shown = make(None);
+        assert!(c
+            .apply(&shown)
+            .is_err_and(|e| e.contains("column `pos.x` is NOT NULL")));
+    }
+
+    #[test]
+    fn variant_values_must_be_json_text() {
+        let t = table("v VARIANT");
+        let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Utf8, true)]));
+        let c = conform(&t, &schema).expect("fits");
+        let batch = |text: &str| {
+            RecordBatch::try_new(
+                schema.clone(),
+                vec![Arc::new(StringArray::from(vec![text]))],
+            )
+            .expect("batch")
+        };
+        assert!(c.apply(&batch(r#"{"a":[1,2]}"#)).is_ok());
+        assert!(c
+            .apply(&batch("{nope"))
+            .is_err_and(|e| e.contains("not JSON text")));
+    }
+}

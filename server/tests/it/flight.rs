@@ -384,3 +384,31 @@ async fn the_official_rust_sdk_streams_arrow_batches() {
     let nulls = rows.iter().filter(|r| r["name"].is_null()).count();
     assert_eq!(nulls, 1600, "every 5th name is null");
 }
+
+/// A graceful stop acks what is durable, then sends the Flight form of `CloseStreamSignal`
+/// (`close_stream_duration_ms`, repeating the last ack) and ends with UNAVAILABLE.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopping_pod_sends_the_flight_close_signal_then_unavailable() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path(), "200ms").await;
+    let table = "main.flight.stopping";
+    server.create_table_at(table, COLUMNS).await;
+    let token = token(&server.url, CLIENT_ID, CLIENT_SECRET, &[table]).await;
+    let plain = schema(false);
+    let frames = encode(&plain, vec![batch(&plain, 0, 10)], None, 0).await;
+    let call = Call {
+        url: &server.url,
+        table,
+        token: Some(&token),
+    };
+    let mut put = Put::open(call, frames).await.expect("opens");
+    ready(&mut put).await;
+    assert_eq!(put.acked(0).await.expect("ack 0"), 10);
+    server.sigterm();
+    let close = put.next().await.expect("close signal").expect("an answer");
+    assert_eq!(close["close_stream_duration_ms"], 0, "{close}");
+    assert_eq!(close["ack_up_to_offset"], 0, "{close}");
+    assert_eq!(close["ack_up_to_records"], 10, "{close}");
+    let status = put.end().await;
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+}
