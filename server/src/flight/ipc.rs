@@ -77,13 +77,34 @@ pub fn schema_of(header: &[u8]) -> Result<Schema> {
             found: header_name(message.header_type()),
         });
     };
-    if schema.fields().is_none() {
-        return Err(IpcError::Corrupt {
-            what: "schema",
-            reason: "no fields".into(),
-        });
+    let Some(fields) = schema.fields() else {
+        return Err(corrupt("schema", "no fields"));
+    };
+    for field in fields {
+        check_field(field, 0)?;
     }
     catch("schema", || Ok(arrow_ipc::convert::fb_to_schema(schema)))
+}
+
+/// Deepest field nesting a schema may have.
+const MAX_FIELD_DEPTH: usize = 64;
+
+/// A schema field arrow-ipc can convert: it has a type, at every depth (arrow-ipc panics on
+/// a field of type NONE; the `flight_ipc` fuzz target found it).
+fn check_field(field: arrow_ipc::Field<'_>, depth: usize) -> Result<()> {
+    if depth > MAX_FIELD_DEPTH {
+        return Err(corrupt("schema", "fields nested too deep"));
+    }
+    if field.type_type() == arrow_ipc::Type::NONE {
+        return Err(corrupt(
+            "schema",
+            format!("field `{}` has no type", field.name().unwrap_or_default()),
+        ));
+    }
+    for child in field.children().into_iter().flatten() {
+        check_field(child, depth + 1)?;
+    }
+    Ok(())
 }
 
 /// The decoding state of one stream: its schema and its dictionaries.
@@ -271,5 +292,26 @@ pub fn decode_frame<'a>(
     match last {
         Some(Decoded::Batch(batch)) => Ok(batch),
         _ => Err(corrupt("frame", "no record batch last")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `flight_ipc` fuzz target's first find: a schema message whose field has type
+    /// NONE made arrow-ipc panic; it is refused as a corrupt schema now.
+    #[test]
+    fn a_schema_field_without_a_type_is_refused() {
+        let crash: [u8; 55] = [
+            20, 8, 0, 0, 0, 41, 0, 46, 0, 2, 0, 0, 0, 41, 0, 8, 0, 8, 0, 0, 0, 4, 0, 8, 0, 8, 0, 0,
+            0, 24, 0, 0, 0, 8, 0, 0, 0, 41, 0, 16, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 1, 251, 255, 255,
+            255,
+        ];
+        let found = schema_of(&crash[1..]);
+        assert!(
+            matches!(found, Err(IpcError::Corrupt { what: "schema", .. })),
+            "{found:?}"
+        );
     }
 }
