@@ -5,6 +5,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use arrow_flight::flight_service_server::FlightServiceServer;
 use sluice_proto::zerobus_server::ZerobusServer;
 use tokio::net::TcpListener;
 
@@ -15,6 +16,7 @@ use crate::cluster::pstreams_grpc::PersistentStreamsService;
 use crate::cluster::Membership;
 use crate::config::ServeConfig;
 use crate::error::{Result, ServerError};
+use crate::flight::FlightIngest;
 use crate::ingest::IngestService;
 use crate::pod::Pod;
 
@@ -37,10 +39,14 @@ pub async fn run(
     let addr = listener
         .local_addr()
         .map_err(|e| ServerError::io("reading the listen address", e))?;
-    let grpc = ZerobusServer::new(IngestService::new(pod.clone()))
+    let ingest = Arc::new(IngestService::new(pod.clone()));
+    let grpc = ZerobusServer::from_arc(ingest.clone())
         .max_decoding_message_size(pod.config.max_message_bytes)
         .max_encoding_message_size(pod.config.max_message_bytes);
-    let mut routes = tonic::service::Routes::new(grpc);
+    let flight = FlightServiceServer::new(FlightIngest::new(ingest))
+        .max_decoding_message_size(pod.config.max_message_bytes)
+        .max_encoding_message_size(pod.config.max_message_bytes);
+    let mut routes = tonic::service::Routes::new(grpc).add_service(flight);
     if let Some(roles) = &pod.roles {
         routes = routes.add_service(CommitterService::new(roles.clone(), pod.auth.clone()));
     }

@@ -1,7 +1,8 @@
 //! What a stream tells its producer: the ack ledger (frames logged but not
-//! yet acked, and the bytes they hold), cumulative durability acks as the
-//! WAL's durable position passes them, `CloseStreamSignal`, and the final
-//! status by the way the stream ended.
+//! yet acked, and the bytes and rows they hold), cumulative durability acks as
+//! the WAL's durable position passes them, `CloseStreamSignal`, and the final
+//! status by the way the stream ended. The ledger speaks any wire ([`AckWire`]):
+//! `EphemeralStreamResponse`s for Zerobus streams, `PutResult`s for Arrow Flight.
 
 use std::collections::VecDeque;
 
@@ -16,6 +17,30 @@ use crate::error::ServerError;
 
 /// Where a stream's responses go.
 pub type Tx = mpsc::Sender<Result<EphemeralStreamResponse, Status>>;
+
+/// The two answers a stream gives besides its final status, in one wire's form.
+pub trait AckWire: Send + Sized + 'static {
+    /// A cumulative durability ack: every record up to `offset` (`records` rows since the
+    /// stream opened) is durable.
+    fn ack(offset: i64, records: u64) -> Self;
+    /// The pod will end the stream in `grace`: stop sending, collect the acks, reconnect
+    /// (`last_ack`: the offset and rows of the last ack sent, if any).
+    fn close_signal(grace: std::time::Duration, last_ack: Option<(i64, u64)>) -> Self;
+}
+
+impl AckWire for EphemeralStreamResponse {
+    fn ack(offset: i64, _records: u64) -> Self {
+        response(ephemeral_stream_response::Payload::IngestRecordResponse(
+            IngestRecordResponse {
+                durability_ack_up_to_offset: Some(offset),
+            },
+        ))
+    }
+
+    fn close_signal(grace: std::time::Duration, _last_ack: Option<(i64, u64)>) -> Self {
+        close_signal(grace)
+    }
+}
 
 /// Why a stream's read loop stopped.
 pub enum End {
@@ -65,30 +90,52 @@ fn close_signal(grace: std::time::Duration) -> EphemeralStreamResponse {
 }
 
 /// One stream's logged-but-unacked frames and its response channel.
-pub struct Acks {
-    tx: Tx,
+pub struct Acks<R: AckWire = EphemeralStreamResponse> {
+    tx: mpsc::Sender<Result<R, Status>>,
     durable: watch::Receiver<DurableState>,
-    /// `(frame end LSN, last offset in the frame, record bytes)`, oldest first.
-    pending: VecDeque<(Lsn, i64, usize)>,
+    /// `(frame end LSN, last offset in the frame, record bytes, rows logged up to and
+    /// including the frame)`, oldest first.
+    pending: VecDeque<(Lsn, i64, usize, u64)>,
     /// Record bytes logged but not yet acked (the sum over `pending`).
     inflight_bytes: usize,
+    /// Rows logged since the stream opened.
+    rows: u64,
+    /// The offset and rows of the last ack sent.
+    last_ack: Option<(i64, u64)>,
 }
 
-impl Acks {
+impl<R: AckWire> Acks<R> {
     /// An empty ledger answering on `tx` as `durable` (the WAL's) moves.
-    pub fn new(tx: Tx, durable: watch::Receiver<DurableState>) -> Acks {
+    pub fn new(
+        tx: mpsc::Sender<Result<R, Status>>,
+        durable: watch::Receiver<DurableState>,
+    ) -> Self {
         Acks {
             tx,
             durable,
             pending: VecDeque::new(),
             inflight_bytes: 0,
+            rows: 0,
+            last_ack: None,
         }
     }
 
     /// Records a logged frame ending at `lsn` whose last record has `last_offset`.
     pub fn logged(&mut self, lsn: Lsn, last_offset: i64, record_bytes: usize) {
-        self.pending.push_back((lsn, last_offset, record_bytes));
+        self.logged_rows(lsn, last_offset, record_bytes, 0);
+    }
+
+    /// [`logged`](Self::logged) for a frame of `rows` rows (acks then count them).
+    pub fn logged_rows(&mut self, lsn: Lsn, last_offset: i64, record_bytes: usize, rows: u64) {
+        self.rows += rows;
+        self.pending
+            .push_back((lsn, last_offset, record_bytes, self.rows));
         self.inflight_bytes += record_bytes;
+    }
+
+    /// Sends `message` now (not an ack: a ready signal, say).
+    pub async fn send(&self, message: R) -> Result<(), End> {
+        self.tx.send(Ok(message)).await.map_err(|_| End::ClientGone)
     }
 
     /// Record bytes logged but not yet acked.
@@ -111,10 +158,7 @@ impl Acks {
 
     /// Sends `CloseStreamSignal` with `grace`.
     pub async fn send_close_signal(&self, grace: std::time::Duration) -> Result<(), End> {
-        self.tx
-            .send(Ok(close_signal(grace)))
-            .await
-            .map_err(|_| End::ClientGone)
+        self.send(R::close_signal(grace, self.last_ack)).await
     }
 
     /// Sends one cumulative ack for everything now durable.
@@ -126,26 +170,22 @@ impl Acks {
             ))));
         }
         let mut top = None;
-        while let Some(&(lsn, offset, bytes)) = self.pending.front() {
+        while let Some(&(lsn, offset, bytes, rows)) = self.pending.front() {
             if lsn > state.durable {
                 break;
             }
             // Max: a resent record's ack (LSN 0) may sit behind newer frames.
-            top = top.max(Some(offset));
+            top = top.max(Some((offset, rows)));
             self.inflight_bytes = self.inflight_bytes.saturating_sub(bytes);
             self.pending.pop_front();
         }
-        if let Some(offset) = top {
-            let ack = response(ephemeral_stream_response::Payload::IngestRecordResponse(
-                IngestRecordResponse {
-                    durability_ack_up_to_offset: Some(offset),
-                },
-            ));
-            if self.tx.send(Ok(ack)).await.is_err() {
-                return Err(End::ClientGone);
+        match top {
+            Some((offset, rows)) => {
+                self.last_ack = Some((offset, rows));
+                self.send(R::ack(offset, rows)).await
             }
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Waits until every logged record is durable and acked.

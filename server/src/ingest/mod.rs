@@ -1,14 +1,14 @@
 //! The Zerobus gRPC service: stream set-up, per-stream ingest loops, acks.
 
-mod acks;
+pub(crate) mod acks;
 pub mod handover;
-mod inbound;
+pub(crate) mod inbound;
 pub(crate) mod open;
 mod persistent;
 mod persistent_open;
 mod request;
-mod run;
-mod service;
-mod stream;
+pub(crate) mod run;
+pub(crate) mod service;
+pub(crate) mod stream;
 
 pub use service::IngestService;

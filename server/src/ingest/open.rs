@@ -85,6 +85,7 @@ pub async fn check_create(
             (Some(plan), descriptor)
         }
         RecordFormat::Json => (None, Vec::new()),
+        RecordFormat::Arrow => return Err(arrow_only_by_flight("create_stream")),
     };
     Ok(CheckedCreate {
         table,
@@ -133,6 +134,13 @@ pub fn record_format(record_type: Option<i32>, what: &str) -> Result<RecordForma
     }
 }
 
+/// Arrow batches come through Arrow Flight `DoPut`, never in a Zerobus stream.
+pub fn arrow_only_by_flight(what: &str) -> ServerError {
+    ServerError::InvalidArgument(format!(
+        "{what}: Arrow record batches are sent through Arrow Flight DoPut"
+    ))
+}
+
 /// Compiles `descriptor` against the table of `sink`.
 pub fn compile(descriptor: &[u8], sink: &SharedSink, what: &str) -> Result<ProtoPlan> {
     ProtoPlan::compile(descriptor, sink.schema()).map_err(|e| {
@@ -143,6 +151,31 @@ pub fn compile(descriptor: &[u8], sink: &SharedSink, what: &str) -> Result<Proto
     })
 }
 
+/// Logs a new stream's open frame into the WAL for the table of `sink` and registers
+/// the stream (so the frame outlives a purge while needed); returns the stream's key.
+pub async fn log_open_frame(
+    pod: &Pod,
+    sink: &SharedSink,
+    format: RecordFormat,
+    descriptor: Vec<u8>,
+    persistent: Option<&str>,
+) -> Result<u64> {
+    let key = rand::random::<u64>();
+    let open = StreamOpen {
+        stream_key: key,
+        table: sink.name().to_string(),
+        format,
+        descriptor,
+        persistent_id: persistent.map(str::to_string),
+    };
+    let payload = Arc::new(open.encode());
+    let lsn = sink
+        .append(KIND_STREAM_OPEN, payload.as_ref().clone(), None)
+        .await?;
+    pod.streams.register(key, sink.name(), payload, lsn, true);
+    Ok(key)
+}
+
 /// Logs the stream-open frame of a checked stream (of persistent stream
 /// `persistent`, if any) and returns the opened stream.
 pub async fn log_open(
@@ -151,26 +184,14 @@ pub async fn log_open(
     persistent: Option<Arc<str>>,
 ) -> Result<OpenedStream> {
     let CheckedCreate {
-        table,
+        table: _,
         sink,
         format,
         plan,
         descriptor,
     } = checked;
     let builder = sink.batch_builder()?;
-    let key = rand::random::<u64>();
-    let open = StreamOpen {
-        stream_key: key,
-        table: table.clone(),
-        format,
-        descriptor,
-        persistent_id: persistent.as_deref().map(str::to_string),
-    };
-    let payload = Arc::new(open.encode());
-    let lsn = sink
-        .append(KIND_STREAM_OPEN, payload.as_ref().clone(), None)
-        .await?;
-    pod.streams.register(key, &table, payload, lsn, true);
+    let key = log_open_frame(pod, &sink, format, descriptor, persistent.as_deref()).await?;
     Ok(OpenedStream {
         key,
         stream_id: match &persistent {

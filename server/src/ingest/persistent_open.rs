@@ -95,6 +95,7 @@ pub async fn resume_persistent(
     let plan = match format {
         RecordFormat::Json => None,
         RecordFormat::Proto => Some(resumed_plan(&record, resume.descriptor_proto, &sink)?),
+        RecordFormat::Arrow => return Err(super::open::arrow_only_by_flight("resume_stream")),
     };
     let released = take_over(pod, &id).await?;
     let attached = pod.pstreams.attach(&id).await?;

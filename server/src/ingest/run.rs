@@ -20,7 +20,7 @@ use crate::error::{Result, ServerError};
 use crate::journal::frames::{encode_records, KIND_RECORDS};
 use crate::limits::StreamSlot;
 use crate::pod::Pod;
-use crate::sink::StreamMark;
+use crate::sink::{SharedSink, StreamMark};
 
 /// Most requests taken into one run.
 const MAX_RUN_REQUESTS: usize = 4096;
@@ -50,6 +50,28 @@ pub fn gather(
         }
     }
     (run, None)
+}
+
+/// Counts `records` of `record_bytes` taken in, then waits until the table's memtable
+/// has room and the principal's pace allows them (back-pressure: meanwhile the stream
+/// is not read).
+pub async fn wait_to_append(
+    pod: &Pod,
+    sink: &SharedSink,
+    slot: &StreamSlot,
+    records: usize,
+    record_bytes: usize,
+) {
+    metrics::counter!("sluice_ingest_records_total").increment(records as u64);
+    metrics::counter!("sluice_ingest_bytes_total").increment(record_bytes as u64);
+    pod.load.record_ingress(record_bytes);
+    let memtable_limit = pod
+        .config
+        .flush_bytes
+        .saturating_mul(MEMTABLE_LIMIT_FLUSHES);
+    sink.wait_for_room(memtable_limit).await;
+    slot.throttle(&pod.config.limits, records as u64, record_bytes as u64)
+        .await;
 }
 
 /// Parses, logs and appends one run of requests of `stream`.
@@ -105,21 +127,8 @@ pub async fn process_run(
             records.iter().map(|(offset, _)| *offset),
         )?;
         let record_bytes: usize = records.iter().map(|(_, r)| r.len()).sum();
-        metrics::counter!("sluice_ingest_records_total").increment(records.len() as u64);
-        metrics::counter!("sluice_ingest_bytes_total").increment(record_bytes as u64);
-        pod.load.record_ingress(record_bytes);
         let payload = encode_records(stream.key, records.iter().map(|(o, r)| (*o, r.as_ref())));
-        let memtable_limit = pod
-            .config
-            .flush_bytes
-            .saturating_mul(MEMTABLE_LIMIT_FLUSHES);
-        stream.sink.wait_for_room(memtable_limit).await;
-        slot.throttle(
-            &pod.config.limits,
-            records.len() as u64,
-            record_bytes as u64,
-        )
-        .await;
+        wait_to_append(pod, &stream.sink, slot, records.len(), record_bytes).await;
         let mark = stream.persistent.as_ref().map(|id| StreamMark {
             stream_id: id.clone(),
             offset: last_offset,

@@ -67,7 +67,7 @@ impl IngestService {
 
     /// Admits a new stream: the pod is not shutting down, the caller's credentials
     /// hold, the table header is there when OAuth asks for it, and a slot is free.
-    fn admit(
+    pub(crate) fn admit(
         &self,
         metadata: &MetadataMap,
     ) -> Result<(Caller, Option<String>, StreamSlot), Status> {
@@ -93,7 +93,7 @@ impl IngestService {
 
     /// Admits a stream and hands it to `run` on its own task, which answers through a
     /// bounded channel; the response stream is that channel's receiver.
-    fn spawn_stream<In, Out, Run, Fut>(
+    pub(crate) fn spawn_stream<In, Out, Run, Fut>(
         &self,
         request: Request<In>,
         run: Run,

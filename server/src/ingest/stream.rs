@@ -27,7 +27,7 @@ use crate::pod::Pod;
 use crate::pstreams::{Attached, Ending};
 
 /// Sleeps until `deadline`, or forever when there is none.
-async fn sleep_until_some(deadline: Option<tokio::time::Instant>) {
+pub(crate) async fn sleep_until_some(deadline: Option<tokio::time::Instant>) {
     match deadline {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! kind 1, stream open:  u64 stream_key | u16 table_len | table (UTF-8)
-//!                       | u8 record_type (1 proto, 2 json) | u32 desc_len | descriptor
+//!                       | u8 record_type (1 proto, 2 json, 3 arrow) | u32 desc_len | descriptor
 //!                       [ | u8 tag 1 | u16 id_len | persistent stream id (UTF-8) ]
 //! kind 2, records:      u64 stream_key | u32 count
 //!                       | count × ( i64 offset | u32 len | record bytes )
@@ -10,7 +10,14 @@
 //!                       | a kind-2 payload (one REST request with an `Idempotency-Key`)
 //! kind 4, keys:         u32 count | count × ( u16 table_len | table | u16 key_len | key
 //!                       | i64 received_at_ms )  (keys re-logged before a purge)
+//! kind 5, arrow batch:  u64 stream_key | i64 offset | u32 rows | u32 count
+//!                       | count × ( u32 header_len | header | u32 body_len | body )
 //! ```
+//! An Arrow stream's open frame carries, as its descriptor, the producer's IPC schema
+//! message (the flatbuffer `Message` of its first `FlightData`). An arrow-batch frame holds
+//! the Arrow IPC messages of one Flight batch exactly as the producer sent them (body
+//! compression included): the dictionary batches the record batch needs (all of them, so a
+//! frame decodes without any earlier frame), then the record batch, last.
 //! The bracketed tail is present only on the open frame of a persistent stream's
 //! connection (each connection logs its own open frame with its own key); frames written
 //! before persistent streams existed end after the descriptor and decode as ephemeral.
@@ -42,6 +49,9 @@ pub enum FrameError {
     /// A persistent stream id or an idempotency key is not UTF-8.
     #[error("WAL payload: a stream id or idempotency key is not UTF-8")]
     IdNotUtf8,
+    /// An arrow-batch payload has bytes after its last message.
+    #[error("WAL payload: bytes after the last Arrow IPC message")]
+    Trailing,
 }
 
 /// Tag of the stream-open tail that carries a persistent stream id.
@@ -51,6 +61,8 @@ const TAIL_PERSISTENT_ID: u8 = 1;
 pub const KIND_STREAM_OPEN: u8 = 1;
 /// WAL frame kind of a records payload.
 pub const KIND_RECORDS: u8 = 2;
+/// WAL frame kind of an Arrow batch payload.
+pub const KIND_ARROW: u8 = 5;
 
 /// WAL frame kind of a records payload that carries a REST request's idempotency key.
 pub const KIND_KEYED_RECORDS: u8 = 3;
@@ -64,6 +76,8 @@ pub enum RecordFormat {
     Proto,
     /// One JSON object per record.
     Json,
+    /// Arrow IPC record batches (Arrow Flight `DoPut`), per the stream's IPC schema.
+    Arrow,
 }
 
 impl RecordFormat {
@@ -71,6 +85,7 @@ impl RecordFormat {
         match self {
             RecordFormat::Proto => 1,
             RecordFormat::Json => 2,
+            RecordFormat::Arrow => 3,
         }
     }
 }
@@ -84,7 +99,7 @@ pub struct StreamOpen {
     pub table: String,
     /// Record encoding.
     pub format: RecordFormat,
-    /// Encoded DescriptorProto (empty for JSON).
+    /// Encoded DescriptorProto (empty for JSON; the IPC schema message for Arrow).
     pub descriptor: Vec<u8>,
     /// The persistent stream this connection writes (None: an ephemeral stream).
     pub persistent_id: Option<String>,
@@ -122,6 +137,7 @@ impl StreamOpen {
         let format = match r.u8()? {
             1 => RecordFormat::Proto,
             2 => RecordFormat::Json,
+            3 => RecordFormat::Arrow,
             other => return Err(FrameError::UnknownFormat(other)),
         };
         let desc_len = r.u32()? as usize;
@@ -236,6 +252,32 @@ pub fn encode_keys(keys: &[KeyRecord]) -> Vec<u8> {
     out
 }
 
+/// One Arrow IPC message: its flatbuffer header and its body.
+pub type IpcMessage<'a> = (&'a [u8], &'a [u8]);
+
+/// Encodes an arrow-batch payload: the batch's `rows` at Flight `offset`, its IPC
+/// `messages` (dictionary batches, then the record batch).
+pub fn encode_arrow<'a>(
+    stream_key: u64,
+    offset: i64,
+    rows: u32,
+    messages: impl ExactSizeIterator<Item = IpcMessage<'a>> + Clone,
+) -> Vec<u8> {
+    let size: usize = messages.clone().map(|(h, b)| 8 + h.len() + b.len()).sum();
+    let mut out = Vec::with_capacity(24 + size);
+    out.extend_from_slice(&stream_key.to_le_bytes());
+    out.extend_from_slice(&offset.to_le_bytes());
+    out.extend_from_slice(&rows.to_le_bytes());
+    out.extend_from_slice(&(messages.len() as u32).to_le_bytes());
+    for (header, body) in messages {
+        out.extend_from_slice(&(header.len() as u32).to_le_bytes());
+        out.extend_from_slice(header);
+        out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        out.extend_from_slice(body);
+    }
+    out
+}
+
 /// Decodes a list of keys (kind 4).
 pub fn decode_keys(bytes: &[u8]) -> Result<Vec<KeyRecord>> {
     let mut r = Reader { bytes, pos: 0 };
@@ -248,6 +290,44 @@ pub fn decode_keys(bytes: &[u8]) -> Result<Vec<KeyRecord>> {
         keys.push(KeyRecord { table, key, at_ms });
     }
     Ok(keys)
+}
+
+/// A decoded arrow-batch payload, borrowing the IPC messages.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ArrowFrame<'a> {
+    /// Key of the stream.
+    pub stream_key: u64,
+    /// The batch's Flight offset.
+    pub offset: i64,
+    /// Rows in the batch.
+    pub rows: u32,
+    /// Dictionary batches, then the record batch.
+    pub messages: Vec<IpcMessage<'a>>,
+}
+
+/// Decodes an arrow-batch payload (the IPC messages are not looked into).
+pub fn decode_arrow(bytes: &[u8]) -> Result<ArrowFrame<'_>> {
+    let mut r = Reader { bytes, pos: 0 };
+    let stream_key = r.u64()?;
+    let offset = r.u64()? as i64;
+    let rows = r.u32()?;
+    let count = r.u32()? as usize;
+    let mut messages = Vec::with_capacity(count.min(bytes.len() / 8 + 1));
+    for _ in 0..count {
+        let header_len = r.u32()? as usize;
+        let header = r.take(header_len)?;
+        let body_len = r.u32()? as usize;
+        messages.push((header, r.take(body_len)?));
+    }
+    if r.pos != bytes.len() {
+        return Err(FrameError::Trailing);
+    }
+    Ok(ArrowFrame {
+        stream_key,
+        offset,
+        rows,
+        messages,
+    })
 }
 
 struct Reader<'a> {
@@ -393,5 +473,35 @@ mod tests {
             decode_keys(&bytes[..bytes.len() - 1]),
             Err(FrameError::Truncated)
         );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn arrow_frames_round_trip(
+            key: u64,
+            offset: i64,
+            rows: u32,
+            messages in proptest::collection::vec(
+                (proptest::collection::vec(proptest::num::u8::ANY, 0..64),
+                 proptest::collection::vec(proptest::num::u8::ANY, 0..256)),
+                0..6,
+            ),
+            cut in 0usize..4096,
+        ) {
+            let borrowed: Vec<IpcMessage<'_>> =
+                messages.iter().map(|(h, b)| (h.as_slice(), b.as_slice())).collect();
+            let bytes = encode_arrow(key, offset, rows, borrowed.iter().copied());
+            let frame = decode_arrow(&bytes).expect("decodes");
+            proptest::prop_assert_eq!(
+                &frame,
+                &ArrowFrame { stream_key: key, offset, rows, messages: borrowed.clone() }
+            );
+            // Any shorter payload is refused (never a frame with fewer messages).
+            let cut = cut % bytes.len();
+            proptest::prop_assert!(decode_arrow(&bytes[..cut]).is_err());
+            let mut longer = bytes.clone();
+            longer.push(0);
+            proptest::prop_assert_eq!(decode_arrow(&longer), Err(FrameError::Trailing));
+        }
     }
 }

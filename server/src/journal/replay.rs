@@ -7,6 +7,9 @@
 //! if it ends after the table's committed position, and the next commit
 //! records the new position in the same atomic Delta commit as the rows.
 //!
+//! Arrow Flight streams' arrow-batch frames are decoded under the schema of their open
+//! frame and fitted to the table as on the live path (`crate::flight`).
+//!
 //! Persistent streams: every records frame of a persistent stream's connection (its open
 //! frame carries the stream id) counts toward the highest offset the WAL holds for that
 //! stream ([`ReplayReport::persistent`]), committed or not; the replayed ones also carry
@@ -16,15 +19,18 @@ use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use arrow_schema::SchemaRef;
 use sluice_wal::{Lsn, Wal};
 use sluice_zeroparser::{ProtoPlan, RecordBatchBuilder};
 
 use super::frames::{
-    decode_keyed, decode_keys, decode_records, KeyRecord, RecordFormat, StreamOpen,
-    KIND_KEYED_RECORDS, KIND_KEYS, KIND_RECORDS, KIND_STREAM_OPEN,
+    decode_arrow, decode_keyed, decode_keys, decode_records, KeyRecord, RecordFormat, StreamOpen,
+    KIND_ARROW, KIND_KEYED_RECORDS, KIND_KEYS, KIND_RECORDS, KIND_STREAM_OPEN,
 };
 use super::streams::StreamRegistry;
 use crate::error::Result;
+use crate::flight::conform::Conform;
+use crate::flight::ipc::{decode_frame, schema_of};
 use crate::sink::{Sinks, StreamMark};
 
 /// What replay did.
@@ -47,6 +53,8 @@ struct ReplayStream {
     payload: Arc<Vec<u8>>,
     open_end_lsn: u64,
     plan: Option<Option<ProtoPlan>>,
+    /// An Arrow stream's schema and its fit to the table (None: they no longer fit).
+    arrow: Option<Option<(SchemaRef, Conform)>>,
 }
 
 /// Replays the records of `wal` that their table in `sinks` has not
@@ -65,6 +73,7 @@ pub fn replay(wal: &Wal, sinks: &Sinks, registry: &StreamRegistry) -> Result<Rep
                     payload: Arc::new(frame.payload),
                     open_end_lsn: frame.end_lsn,
                     plan: None,
+                    arrow: None,
                 },
             );
         }
@@ -74,6 +83,17 @@ pub fn replay(wal: &Wal, sinks: &Sinks, registry: &StreamRegistry) -> Result<Rep
     for frame in wal.read_from(0)? {
         let frame = frame?;
         let payload = match frame.kind {
+            KIND_ARROW => {
+                replay_arrow(
+                    &frame.payload,
+                    frame.end_lsn,
+                    &mut streams,
+                    sinks,
+                    registry,
+                    &mut report,
+                )?;
+                continue;
+            }
             KIND_RECORDS => &frame.payload[..],
             KIND_KEYED_RECORDS => {
                 let (key, at_ms, rest) = decode_keyed(&frame.payload)?;
@@ -126,7 +146,7 @@ pub fn replay(wal: &Wal, sinks: &Sinks, registry: &StreamRegistry) -> Result<Rep
             continue;
         }
         let plan = stream.plan.get_or_insert_with(|| match stream.open.format {
-            RecordFormat::Json => None,
+            RecordFormat::Json | RecordFormat::Arrow => None,
             RecordFormat::Proto => match ProtoPlan::compile(&stream.open.descriptor, sink.schema())
             {
                 Ok(p) => Some(p),
@@ -151,7 +171,7 @@ pub fn replay(wal: &Wal, sinks: &Sinks, registry: &StreamRegistry) -> Result<Rep
                     Ok(text) => builder.append_json(text),
                     Err(_) => continue,
                 },
-                (RecordFormat::Proto, None) => continue,
+                (RecordFormat::Proto, None) | (RecordFormat::Arrow, _) => continue,
             };
             match result {
                 Ok(()) => offsets.push(*offset),
@@ -175,4 +195,85 @@ pub fn replay(wal: &Wal, sinks: &Sinks, registry: &StreamRegistry) -> Result<Rep
         registry.records_logged(records.stream_key, frame.end_lsn);
     }
     Ok(report)
+}
+
+/// Replays one arrow-batch frame (Arrow Flight streams are never persistent): its IPC
+/// messages decoded under the stream's schema, fitted to the table as on the live path.
+fn replay_arrow(
+    payload: &[u8],
+    end_lsn: Lsn,
+    streams: &mut HashMap<u64, ReplayStream>,
+    sinks: &Sinks,
+    registry: &StreamRegistry,
+    report: &mut ReplayReport,
+) -> Result<()> {
+    let frame = decode_arrow(payload)?;
+    let Some(stream) = streams.get_mut(&frame.stream_key) else {
+        tracing::error!(
+            lsn = end_lsn,
+            "WAL arrow frame of unknown stream {}; skipped",
+            frame.stream_key
+        );
+        return Ok(());
+    };
+    let Some(sink) = sinks.get(&stream.open.table) else {
+        return Ok(()); // table dropped
+    };
+    if end_lsn <= sink.committed_lsn() {
+        return Ok(());
+    }
+    if stream.arrow.is_none() {
+        let target = sink.batch_builder()?.arrow_schema();
+        let fitted = schema_of(&stream.open.descriptor)
+            .map_err(|e| e.to_string())
+            .and_then(|schema| {
+                let conform = Conform::new(sink.schema(), &schema, target)?;
+                Ok((Arc::new(schema), conform))
+            });
+        stream.arrow = Some(match fitted {
+            Ok(fitted) => Some(fitted),
+            Err(e) => {
+                tracing::error!(
+                    table = sink.name(),
+                    "replay: Arrow schema no longer fits: {e}"
+                );
+                None
+            }
+        });
+    }
+    let Some(Some((schema, conform))) = &stream.arrow else {
+        return Ok(());
+    };
+    let batch = decode_frame(schema.clone(), frame.messages.iter().copied())
+        .map_err(|e| e.to_string())
+        .and_then(|batch| conform.apply(&batch));
+    let batch = match batch {
+        Ok(batch) => batch,
+        Err(e) => {
+            tracing::error!(
+                table = sink.name(),
+                offset = frame.offset,
+                "replay: arrow batch rejected: {e}"
+            );
+            return Ok(());
+        }
+    };
+    let rows = batch.num_rows();
+    let batch = sink.with_system_columns(
+        batch,
+        frame.stream_key,
+        std::iter::repeat_n(frame.offset, rows),
+    )?;
+    report.rows += rows;
+    report.frames += 1;
+    sink.append_replayed(batch, end_lsn, None)?;
+    registry.register(
+        frame.stream_key,
+        &stream.open.table,
+        stream.payload.clone(),
+        stream.open_end_lsn,
+        false,
+    );
+    registry.records_logged(frame.stream_key, end_lsn);
+    Ok(())
 }

@@ -148,7 +148,7 @@ impl PersistentStreams {
         let record = PersistentStreamRecord {
             id: uuid::Uuid::new_v4().to_string(),
             table: table.to_string(),
-            record_type: format.into(),
+            record_type: StreamRecordType::try_from(format)?,
             descriptor,
             owner: self.pod_id.clone(),
             retired: false,

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::Result;
+use crate::error::{Result, ServerError};
 use crate::journal::frames::RecordFormat;
 
 /// How a persistent stream's records are encoded (fixed at creation).
@@ -18,11 +18,17 @@ pub enum StreamRecordType {
     Json,
 }
 
-impl From<RecordFormat> for StreamRecordType {
-    fn from(format: RecordFormat) -> Self {
+impl TryFrom<RecordFormat> for StreamRecordType {
+    type Error = ServerError;
+
+    /// Arrow batches come only through Arrow Flight, whose streams are never persistent.
+    fn try_from(format: RecordFormat) -> Result<Self, ServerError> {
         match format {
-            RecordFormat::Proto => StreamRecordType::Proto,
-            RecordFormat::Json => StreamRecordType::Json,
+            RecordFormat::Proto => Ok(StreamRecordType::Proto),
+            RecordFormat::Json => Ok(StreamRecordType::Json),
+            RecordFormat::Arrow => Err(ServerError::InvalidArgument(
+                "persistent streams take PROTO or JSON records, not Arrow batches".into(),
+            )),
         }
     }
 }

@@ -22,6 +22,7 @@ mod elect_harness;
 mod etcd_secure;
 mod exactly_once;
 mod file_modes;
+mod flight;
 mod harness;
 mod id_v;
 mod ledger;
