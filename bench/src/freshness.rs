@@ -4,7 +4,7 @@
 //! JSON commits and the `id` column of the Parquet files each commit added.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result};
 
@@ -57,7 +57,7 @@ fn data_commits(table_dir: &Path) -> Result<Vec<(i64, Adds)>> {
 }
 
 /// The `id` column of one Parquet file.
-fn ids_of(path: &PathBuf) -> Result<Vec<i64>> {
+pub fn ids_of(path: &Path) -> Result<Vec<i64>> {
     let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
         std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?,
     )?

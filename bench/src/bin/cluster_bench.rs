@@ -708,22 +708,9 @@ async fn ids_in(location: &str) -> Result<(usize, usize)> {
             .ok()
             .and_then(|u| u.to_file_path().ok())
             .unwrap_or_else(|| PathBuf::from(&uri));
-        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
-            std::fs::File::open(path)?,
-        )?
-        .build()?;
-        for batch in reader {
-            let batch = batch?;
-            let col = batch
-                .column_by_name("id")
-                .context("id column")?
-                .as_any()
-                .downcast_ref::<arrow_array::Int64Array>()
-                .context("id is bigint")?
-                .clone();
-            rows += col.len();
-            ids.extend(col.values().iter().copied());
-        }
+        let col = sluice_bench::freshness::ids_of(&path)?;
+        rows += col.len();
+        ids.extend(col);
     }
     Ok((rows, ids.len()))
 }

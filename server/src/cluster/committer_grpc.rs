@@ -11,9 +11,9 @@ use sluice_proto::cluster::{HandOffRequest, HandOffResponse};
 use tonic::{Request, Response, Status};
 
 use super::handoff_wire::{from_request, to_response, to_status};
-use super::peer_auth::verify_peer;
+use super::peer_auth::peer_caller;
 use super::roles::CommitRoles;
-use crate::auth::{key_id, Authenticator};
+use crate::auth::Authenticator;
 
 /// The internal committer service of one pod.
 pub struct CommitterService {
@@ -27,23 +27,9 @@ impl CommitterService {
         CommitterServer::new(CommitterService { roles, auth })
     }
 
-    /// Verifies the caller's peer token, reloading the signing keys once when
-    /// it names a key this process has not loaded (rotated elsewhere).
+    /// The calling pod, from its peer token ([`peer_caller`]).
     fn caller<T>(&self, request: &Request<T>) -> Result<String, Status> {
-        let signer = self.auth.signer();
-        let unknown_key = request
-            .metadata()
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.rsplit(' ').next())
-            .and_then(key_id)
-            .is_some_and(|kid| !signer.knows_key(&kid));
-        if unknown_key {
-            if let Err(e) = signer.reload(self.auth.catalog()) {
-                tracing::warn!("reloading the signing keys failed: {e}");
-            }
-        }
-        verify_peer(signer, request.metadata())
+        peer_caller(&self.auth, request.metadata())
     }
 }
 

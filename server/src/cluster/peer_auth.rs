@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use crate::auth::{Claims, TokenSigner};
+use crate::auth::{key_id, Authenticator, Claims, TokenSigner};
 use crate::catalog::now_millis;
 use crate::error::Result;
 
@@ -56,6 +56,28 @@ pub fn verify_peer(
         .strip_prefix("pod:")
         .unwrap_or(&claims.sub)
         .to_string())
+}
+
+/// [`verify_peer`] for an internal service: when the token names a signing
+/// key this process has not loaded (rotated on another pod), the keys are
+/// reloaded from the catalog once first. Returns the calling pod's id.
+pub fn peer_caller(
+    auth: &Authenticator,
+    metadata: &tonic::metadata::MetadataMap,
+) -> std::result::Result<String, tonic::Status> {
+    let signer = auth.signer();
+    let unknown_key = metadata
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.rsplit(' ').next())
+        .and_then(key_id)
+        .is_some_and(|kid| !signer.knows_key(&kid));
+    if unknown_key {
+        if let Err(e) = signer.reload(auth.catalog()) {
+            tracing::warn!("reloading the signing keys failed: {e}");
+        }
+    }
+    verify_peer(signer, metadata)
 }
 
 #[cfg(test)]

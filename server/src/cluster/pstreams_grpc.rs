@@ -10,8 +10,7 @@ use sluice_proto::cluster::persistent_streams_server::{
 use sluice_proto::cluster::{ReleaseRequest, ReleaseResponse};
 use tonic::{Request, Response, Status};
 
-use super::peer_auth::verify_peer;
-use crate::auth::key_id;
+use super::peer_auth::peer_caller;
 use crate::ingest::handover;
 use crate::pod::Pod;
 
@@ -26,24 +25,9 @@ impl PersistentStreamsService {
         PersistentStreamsServer::new(PersistentStreamsService { pod })
     }
 
-    /// Verifies the caller's peer token, reloading the signing keys once when it names a
-    /// key this process has not loaded (rotated elsewhere); returns the calling pod.
+    /// The calling pod, from its peer token ([`peer_caller`]).
     fn caller<T>(&self, request: &Request<T>) -> Result<String, Status> {
-        let auth = &self.pod.auth;
-        let signer = auth.signer();
-        let unknown_key = request
-            .metadata()
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.rsplit(' ').next())
-            .and_then(key_id)
-            .is_some_and(|kid| !signer.knows_key(&kid));
-        if unknown_key {
-            if let Err(e) = signer.reload(auth.catalog()) {
-                tracing::warn!("reloading the signing keys failed: {e}");
-            }
-        }
-        verify_peer(signer, request.metadata())
+        peer_caller(&self.pod.auth, request.metadata())
     }
 }
 
