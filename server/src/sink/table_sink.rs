@@ -30,7 +30,7 @@ use tokio::sync::Notify;
 
 use super::commit::write_files;
 use super::stream_txns::{read_stream_txn, StreamMark};
-use crate::commit::{CommitRoute, CommitterConfig, HandOff, HandOffRoute};
+use crate::commit::{CommitRoute, CommitterConfig, HandOff, HandOffError, HandOffRoute};
 use crate::error::{Result, ServerError};
 
 #[derive(Default)]
@@ -53,6 +53,9 @@ struct Memtable {
 struct Staged {
     handoff: HandOff,
     rows: usize,
+    /// The rows the hand-off's files hold, kept until it is answered so that
+    /// files deleted before the commit can be written again.
+    batch: RecordBatch,
 }
 
 /// The columns the server adds after a table's own, in this order (each
@@ -357,11 +360,12 @@ impl TableSink {
         let rows: usize = batches.iter().map(|(b, _)| b.num_rows()).sum();
         let written = async {
             self.wal.wait_durable(last_lsn).await?;
-            write_files(&delta, concat(&batches)?).await
+            let batch = concat(&batches)?;
+            Ok::<_, ServerError>((write_files(&delta, batch.clone()).await?, batch))
         }
         .await;
-        let adds = match written {
-            Ok(adds) => adds,
+        let (adds, batch) = match written {
+            Ok(written) => written,
             Err(e) => {
                 // Put the rows back in front, in order, for the next flush.
                 let mut m = self.lock()?;
@@ -392,7 +396,16 @@ impl TableSink {
             adds,
             streams: stream_offsets(&marks),
         };
-        let next = self.hand_off(&delta, Staged { handoff, rows }).await?;
+        let next = self
+            .hand_off(
+                &delta,
+                Staged {
+                    handoff,
+                    rows,
+                    batch,
+                },
+            )
+            .await?;
         Ok(FlushOutcome {
             rows: outcome.rows + next.rows,
             version: next.version.or(outcome.version),
@@ -400,11 +413,27 @@ impl TableSink {
     }
 
     /// Hands `staged` to the committer and waits for the answer. On a
-    /// refusal or failure it stays staged, to be sent again unchanged.
-    async fn hand_off(&self, delta: &DeltaTable, staged: Staged) -> Result<FlushOutcome> {
+    /// refusal or failure it stays staged, to be sent again unchanged — but
+    /// when the committer finds one of its files gone (deleted before the
+    /// commit), its rows are written again as new files and the same WAL
+    /// range is sent with them at once, so the rows are never stuck.
+    async fn hand_off(&self, delta: &DeltaTable, mut staged: Staged) -> Result<FlushOutcome> {
         self.lock()?.flushing = true;
         let started = Instant::now();
-        let answer = self.committer.hand_off(delta, staged.handoff.clone()).await;
+        let mut answer = self.committer.hand_off(delta, staged.handoff.clone()).await;
+        if let Err(HandOffError::MissingFile { path, .. }) = &answer {
+            match write_files(delta, staged.batch.clone()).await {
+                Ok(adds) => {
+                    tracing::warn!(table = %self.name, %path, "a handed-off file is gone; its rows are written again as new files");
+                    metrics::counter!("sluice_sink_files_rewritten_total").increment(1);
+                    staged.handoff.adds = adds;
+                    answer = self.committer.hand_off(delta, staged.handoff.clone()).await;
+                }
+                Err(e) => {
+                    tracing::warn!(table = %self.name, %path, "rewriting the files of a hand-off failed: {e}");
+                }
+            }
+        }
         let mut m = self.lock()?;
         m.flushing = false;
         self.drained.notify_waiters();
@@ -548,6 +577,74 @@ mod tests {
                 .iter()
                 .count(),
             1
+        );
+    }
+
+    /// A staged hand-off whose file was deleted before its commit is written
+    /// again from its rows and committed once: no row stuck, none twice.
+    #[tokio::test]
+    async fn a_hand_off_whose_file_is_gone_is_written_again_and_committed_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let warehouse = Warehouse::parse(None, &dir.path().join("wh"), &S3Settings::default())
+            .expect("warehouse");
+        let url = warehouse.table_url("main", "s", "t").expect("url");
+        let table = warehouse.create_for_test(&url, "id BIGINT NOT NULL").await;
+        let (wal, _) = Wal::open(WalOptions::new(dir.path().join("wal"))).expect("wal");
+        let options = SinkOptions {
+            flush_bytes: 1 << 20,
+            added: Default::default(),
+            pod_id: "p".into(),
+            commit: CommitterConfig {
+                interval: Duration::from_millis(10),
+                ..CommitterConfig::default()
+            },
+            elected: None,
+        };
+        let schema = TableSchema::parse("id BIGINT NOT NULL").expect("schema");
+        let sink = TableSink::new("main.s.t".into(), schema, table, wal, 0, options);
+        let arrow = sink.schema().arrow_schema();
+        let batch = RecordBatch::try_new(arrow, vec![Arc::new(Int64Array::from(vec![1, 2, 3]))])
+            .expect("batch");
+        let lsn = sink
+            .append(KIND_RECORDS, vec![0; 16], Some(batch))
+            .await
+            .expect("append");
+
+        // The first hand-off fails (the log is blocked), so it stays staged ...
+        let location = url.to_file_path().expect("local table");
+        let log = location.join("_delta_log");
+        let moved = location.join("_delta_log.away");
+        std::fs::rename(&log, &moved).expect("move the log away");
+        std::fs::write(&log, b"not a directory").expect("block the log");
+        assert!(sink.flush().await.is_err(), "the commit must fail");
+        std::fs::remove_file(&log).expect("unblock");
+        std::fs::rename(&moved, &log).expect("restore the log");
+        // ... and its file is deleted before it is sent again.
+        for entry in std::fs::read_dir(&location).expect("table dir") {
+            let path = entry.expect("entry").path();
+            if path.extension().is_some_and(|x| x == "parquet") {
+                std::fs::remove_file(path).expect("delete the staged file");
+            }
+        }
+        assert_eq!(parquet_files(&location), 0);
+
+        let out = sink.flush().await.expect("written again and committed");
+        assert_eq!(out.rows, 3);
+        assert_eq!(sink.committed_lsn(), lsn);
+        assert!(!sink.has_pending().expect("pending"));
+        assert_eq!(parquet_files(&location), 1, "one new file");
+        let delta = warehouse.open(&url).await.expect("open");
+        let live: Vec<String> = delta
+            .snapshot()
+            .expect("snapshot")
+            .log_data()
+            .iter()
+            .map(|f| f.path().to_string())
+            .collect();
+        assert_eq!(live.len(), 1, "one commit of one file: {live:?}");
+        assert!(
+            location.join(&live[0]).exists(),
+            "the committed file exists"
         );
     }
 }
