@@ -70,6 +70,10 @@ pub struct ServeConfig {
     /// this interval (`--commit-interval`); a hand-off after a quiet interval
     /// is committed at once. Default: 1 s.
     pub commit_interval: Duration,
+    /// Hand-offs a table's committer holds pending before it answers new ones busy
+    /// (`--committer-max-pending`): the pods then back off and their producers slow down
+    /// through their memtable bound. Default: 1024.
+    pub committer_max_pending: usize,
     /// How long a REST `Idempotency-Key` is remembered (`--idempotency-window`): a retry
     /// with the same key within it is acknowledged without writing again. Default: 24 h.
     pub idempotency_window: Duration,
@@ -140,6 +144,7 @@ impl ServeConfig {
             flush_interval: Duration::from_secs(1),
             flush_bytes: 64 << 20,
             commit_interval: Duration::from_secs(1),
+            committer_max_pending: crate::commit::CommitterConfig::default().max_pending,
             idempotency_window: Duration::from_secs(24 * 3600),
             upkeep: crate::sink::upkeep::UpkeepConfig::default(),
             auth: AuthMode::OAuth,
@@ -154,6 +159,15 @@ impl ServeConfig {
             wal_prepare_segments: false,
             cluster: None,
             secrets_key: None,
+        }
+    }
+
+    /// The per-table committer settings (`--commit-interval`, `--committer-max-pending`).
+    pub fn committer(&self) -> crate::commit::CommitterConfig {
+        crate::commit::CommitterConfig {
+            interval: self.commit_interval,
+            max_pending: self.committer_max_pending,
+            ..crate::commit::CommitterConfig::default()
         }
     }
 

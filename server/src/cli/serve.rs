@@ -41,6 +41,10 @@ pub struct ServeArgs {
     /// after a quiet interval is committed at once).
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     commit_interval: Duration,
+    /// Hand-offs a table's committer holds pending before it answers new ones busy (the
+    /// pods back off; their producers slow down through HTTP/2 flow control).
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    committer_max_pending: u32,
     /// A REST insert retried with the same `Idempotency-Key` within this window is
     /// acknowledged without writing its records again.
     #[arg(long, default_value = "24h", value_parser = humantime::parse_duration)]
@@ -132,6 +136,7 @@ impl From<ServeArgs> for ServeConfig {
             flush_interval: args.flush_interval,
             flush_bytes: args.flush_bytes,
             commit_interval: args.commit_interval,
+            committer_max_pending: args.committer_max_pending as usize,
             idempotency_window: args.idempotency_window,
             wal_segment_bytes: args.wal_segment_bytes,
             wal_prepare_segments: args.wal_prepare_segments,

@@ -201,6 +201,8 @@ impl Committer {
                 if q.count >= s.config.max_pending
                     || (q.count > 0 && q.bytes + bytes > s.config.max_pending_bytes)
                 {
+                    metrics::counter!("sluice_committer_busy_refusals_total", "table" => s.table.clone())
+                        .increment(1);
                     return Err(HandOffError::Busy {
                         table: s.table.clone(),
                         pending: q.count,

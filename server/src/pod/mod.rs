@@ -18,7 +18,7 @@ use crate::auth::Authenticator;
 use crate::catalog::{Catalog, TableEntry};
 use crate::cluster::load::{LoadCounters, LoadSource};
 use crate::cluster::roles::CommitRoles;
-use crate::commit::{CommitterConfig, HandOffRoute};
+use crate::commit::HandOffRoute;
 use crate::config::ServeConfig;
 use crate::error::{Result, ServerError};
 use crate::journal::streams::StreamRegistry;
@@ -157,10 +157,7 @@ pub async fn open_sink(env: SinkEnv<'_>, entry: &TableEntry) -> Result<TableSink
             .cluster
             .as_ref()
             .map_or_else(|| "single-node".to_string(), |c| c.pod_id.clone()),
-        commit: CommitterConfig {
-            interval: config.commit_interval,
-            ..CommitterConfig::default()
-        },
+        commit: config.committer(),
         elected: roles.map(|r| Arc::new(r.clone()) as Arc<dyn HandOffRoute>),
     };
     Ok(TableSink::new(

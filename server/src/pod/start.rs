@@ -21,7 +21,6 @@ use crate::catalog::{Catalog, EtcdStore};
 use crate::cluster::load::LoadCounters;
 use crate::cluster::pstreams_peers::PeerStreams;
 use crate::cluster::roles::CommitRoles;
-use crate::commit::CommitterConfig;
 use crate::config::{AuthMode, ClusterConfig, ServeConfig};
 use crate::error::{Result, ServerError};
 use crate::journal::{replay, StreamRegistry};
@@ -179,10 +178,7 @@ fn start_roles(
     config: &ServeConfig,
     auth: Arc<Authenticator>,
 ) -> Arc<CommitRoles> {
-    let committer = CommitterConfig {
-        interval: config.commit_interval,
-        ..CommitterConfig::default()
-    };
+    let committer = config.committer();
     CommitRoles::start(
         meta,
         cluster.pod_id.clone(),

@@ -7,7 +7,10 @@
 //! - the committer's pod SIGKILLed mid-load: another pod is elected with a higher epoch;
 //! - the committer SIGSTOPped past its lease: another pod claims; after SIGCONT no commit
 //!   of the old epoch follows the claim;
-//! - etcd killed while the pods stream: acks continue; etcd back → commits resume.
+//! - etcd killed while the pods stream: acks continue; etcd back → commits resume;
+//! - a committer that may hold one pending hand-off (`--committer-max-pending 1`) and
+//!   pods flushing every 20 ms: the committer answers busy, the pods back off, and the
+//!   producers see no error.
 //!
 //! In every case each acked row is in Delta once (records unacked at a pod kill may repeat:
 //! ephemeral streams are at-least-once across a reconnect).
@@ -19,7 +22,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::cluster_harness::{wait_for_pods, Etcd, Router};
-use crate::elect_harness::{log_commits, now_ms, signal, start_pod, wait_for_committer, LogCommit};
+use crate::elect_harness::{
+    log_commits, now_ms, signal, start_pod, start_pod_with, wait_for_committer, LogCommit,
+};
 use crate::harness::{sdk_at, Server};
 use crate::ledger::{
     finish_producers, lock, open_stream, produce, snapshot_unacked, Ledger, Ledgers, Verdict,
@@ -319,4 +324,49 @@ async fn with_etcd_down_pods_keep_acking_and_commits_resume_when_it_returns() {
     verdict.assert_holds();
     assert!(verdict.duplicates.is_empty(), "no row twice");
     drop(pods);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_committer_makes_the_pods_back_off_and_the_producers_see_no_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let table = "main.elect.busy";
+    let warehouse = dir.path().join("warehouse");
+    let etcd = Etcd::start(&dir.path().join("etcd")).await;
+    let mut pods = Vec::new();
+    for i in 0..2 {
+        let id = format!("pod-{i}");
+        let extra = ["--committer-max-pending", "1"];
+        pods.push(start_pod_with(dir.path(), &id, &etcd.join, &warehouse, "20ms", &extra).await);
+    }
+    wait_for_pods(
+        &etcd.join,
+        Duration::from_secs(10),
+        "pods registered",
+        |p| p.len() == 2,
+    )
+    .await;
+    pods[0].create_table(table, COLUMNS);
+    let location = pods[0].table_info(table).await["storage_location"]
+        .as_str()
+        .expect("storage_location")
+        .to_string();
+    let urls: Vec<String> = pods.iter().map(|p| p.url.clone()).collect();
+    let load = Load::start(&urls, 2, table).await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    // The producers never saw an error: finish() fails on a producer's error.
+    let (ledgers, sent) = load.finish(|| logs(&pods)).await;
+    let verdict = settle(&ledgers, &location, &HashSet::new()).await;
+    let mut busy = 0.0;
+    for pod in &pods {
+        busy += pod.metric("sluice_committer_busy_refusals_total").await;
+    }
+    eprintln!(
+        "busy committer: {sent} records, {busy} busy refusals, {}",
+        verdict.summary()
+    );
+    assert!(busy > 0.0, "the committer answered busy at least once");
+    verdict.assert_holds();
+    assert!(verdict.duplicates.is_empty(), "no row twice");
+    drop(pods);
+    drop(etcd);
 }

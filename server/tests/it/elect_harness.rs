@@ -16,22 +16,31 @@ pub const COMMITTER_APP_ID: &str = "sluice-committer";
 
 /// Starts pod `id` joined to `join`, flushing every 250 ms into `warehouse`.
 pub async fn start_pod(root: &Path, id: &str, join: &str, warehouse: &Path) -> Server {
+    start_pod_with(root, id, join, warehouse, "250ms", &[]).await
+}
+
+/// [`start_pod`] flushing every `flush` with `extra` flags.
+pub async fn start_pod_with(
+    root: &Path,
+    id: &str,
+    join: &str,
+    warehouse: &Path,
+    flush: &str,
+    extra: &[&str],
+) -> Server {
     let warehouse = warehouse.to_str().expect("utf-8 path");
-    Server::start_with_args(
-        &root.join(id),
-        "250ms",
-        &[
-            "--join",
-            join,
-            "--pod-id",
-            id,
-            "--warehouse",
-            warehouse,
-            "--drain-grace",
-            "3s",
-        ],
-    )
-    .await
+    let mut args = vec![
+        "--join",
+        join,
+        "--pod-id",
+        id,
+        "--warehouse",
+        warehouse,
+        "--drain-grace",
+        "3s",
+    ];
+    args.extend_from_slice(extra);
+    Server::start_with_args(&root.join(id), flush, &args).await
 }
 
 /// One commit of the Delta log.
