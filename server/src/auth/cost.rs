@@ -43,6 +43,8 @@ fn auth_cost() {
             created_at: 0,
             system_columns: false,
             rescued_data: false,
+            schema_version: 0,
+            pending_columns: None,
         })
         .expect("table");
     catalog

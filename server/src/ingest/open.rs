@@ -143,7 +143,7 @@ pub fn arrow_only_by_flight(what: &str) -> ServerError {
 
 /// Compiles `descriptor` against the table of `sink`.
 pub fn compile(descriptor: &[u8], sink: &SharedSink, what: &str) -> Result<ProtoPlan> {
-    ProtoPlan::compile(descriptor, sink.schema()).map_err(|e| {
+    ProtoPlan::compile(descriptor, &sink.schema()).map_err(|e| {
         ServerError::InvalidArgument(format!(
             "{what}: descriptor does not fit table `{}`: {e}",
             sink.name()

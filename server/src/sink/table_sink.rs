@@ -72,7 +72,9 @@ pub struct AddedColumns {
 /// The sink of one table.
 pub struct TableSink {
     name: String,
-    schema: TableSchema,
+    /// The table's columns as the catalog has them now (`evolve` swaps them
+    /// after `sluice table alter`); streams compile against them at open.
+    schema: std::sync::RwLock<Arc<TableSchema>>,
     memtable: Mutex<Memtable>,
     delta: tokio::sync::Mutex<DeltaTable>,
     /// The pod's WAL: every append is logged here first.
@@ -141,7 +143,7 @@ impl TableSink {
         TableSink {
             added: options.added,
             name,
-            schema,
+            schema: std::sync::RwLock::new(Arc::new(schema)),
             memtable: Mutex::new(Memtable::default()),
             upkeep: super::upkeep::Upkeep::new(delta.clone()),
             delta: tokio::sync::Mutex::new(delta),
@@ -161,19 +163,39 @@ impl TableSink {
         &self.name
     }
 
-    /// The table schema.
-    pub fn schema(&self) -> &TableSchema {
-        &self.schema
+    /// The table schema (the newest this pod applied).
+    pub fn schema(&self) -> Arc<TableSchema> {
+        match self.schema.read() {
+            Ok(s) => s.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Applies a changed schema of the table (after `sluice table alter`,
+    /// here or on another pod): the table handle is reloaded so that the
+    /// next files are written with the new Delta schema, and streams opened
+    /// from now on compile against `schema`. Streams already open keep their
+    /// rows' shape; a flush fits them to the new schema (`fit`).
+    pub async fn evolve(&self, schema: TableSchema) -> Result<()> {
+        let mut delta = self.delta.lock().await;
+        crate::commit::reload(&mut delta).await?;
+        let mut current = self
+            .schema
+            .write()
+            .map_err(|_| ServerError::Internal(format!("schema of {} poisoned", self.name)))?;
+        *current = Arc::new(schema);
+        Ok(())
     }
 
     /// A builder for this table's rows: the table's columns, then
     /// `_rescued_data` if the table keeps it (the system columns are added by
     /// [`with_system_columns`](Self::with_system_columns)).
     pub fn batch_builder(&self) -> Result<RecordBatchBuilder> {
+        let schema = self.schema();
         if !self.added.rescued_data {
-            return Ok(RecordBatchBuilder::new(&self.schema));
+            return Ok(RecordBatchBuilder::new(&schema));
         }
-        RecordBatchBuilder::with_rescued_data(&self.schema)
+        RecordBatchBuilder::with_rescued_data(&schema)
             .map_err(|e| ServerError::Internal(format!("table {}: {e}", self.name)))
     }
 
@@ -360,7 +382,10 @@ impl TableSink {
         let rows: usize = batches.iter().map(|(b, _)| b.num_rows()).sum();
         let written = async {
             self.wal.wait_durable(last_lsn).await?;
-            let batch = concat(&batches)?;
+            let batch = concat(
+                &batches,
+                &super::commit::layout_writer(&delta)?.arrow_schema(),
+            )?;
             Ok::<_, ServerError>((write_files(&delta, batch.clone()).await?, batch))
         }
         .await;
@@ -476,13 +501,23 @@ fn stream_offsets(marks: &[(Lsn, StreamMark)]) -> Vec<(String, i64)> {
     highest
 }
 
-/// The memtable's batches as one.
-fn concat(batches: &[(RecordBatch, Lsn)]) -> Result<RecordBatch> {
+/// The memtable's batches as one; batches of an older schema than the
+/// table's (`target`, the writer's) are fitted to it first.
+fn concat(batches: &[(RecordBatch, Lsn)], target: &arrow_schema::SchemaRef) -> Result<RecordBatch> {
     let schema = batches
         .first()
         .map(|(b, _)| b.schema())
         .ok_or_else(|| ServerError::Internal("flush of no batches".into()))?;
-    deltalake::arrow::compute::concat_batches(&schema, batches.iter().map(|(b, _)| b))
+    let refs: Vec<&RecordBatch> = batches.iter().map(|(b, _)| b).collect();
+    if super::fit::all_fit(&refs, target) {
+        return deltalake::arrow::compute::concat_batches(&schema, refs)
+            .map_err(|e| ServerError::Internal(format!("concatenating memtable batches: {e}")));
+    }
+    let fitted = refs
+        .iter()
+        .map(|b| super::fit::fit_batch(b, target))
+        .collect::<Result<Vec<_>>>()?;
+    deltalake::arrow::compute::concat_batches(target, &fitted)
         .map_err(|e| ServerError::Internal(format!("concatenating memtable batches: {e}")))
 }
 
