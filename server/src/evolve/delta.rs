@@ -120,3 +120,95 @@ fn check_features(protocol: &deltalake::kernel::Protocol, added: &[StructField])
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    //! The writer limit behind `evolve::plan::WRITER_LIMIT`, measured: a table
+    //! whose log enables `typeWidening`, or column mapping (mode name), takes
+    //! no append from deltalake-core 1.1.3. The feature is enabled by a
+    //! hand-written commit, as a writer that has it would write it. If a
+    //! deltalake upgrade lifts a limit, its test fails: then the alter can be
+    //! built.
+
+    use std::sync::Arc;
+
+    use arrow_array::{Int64Array, RecordBatch};
+    use deltalake::DeltaTable;
+
+    use crate::sink::{commit_append, AppendCommit};
+    use crate::warehouse::{S3Settings, Warehouse};
+
+    /// A table `id BIGINT` with `actions` committed as version 1; the error
+    /// of appending a row to it.
+    async fn append_error(actions: &[serde_json::Value]) -> String {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let warehouse =
+            Warehouse::parse(None, dir.path(), &S3Settings::default()).expect("warehouse");
+        let url = warehouse.table_url("main", "s", "t").expect("url");
+        let created = warehouse.create_for_test(&url, "id BIGINT").await;
+        let meta = created.snapshot().expect("snapshot").metadata().clone();
+        let log = url.to_file_path().expect("local").join("_delta_log");
+        let mut lines = String::new();
+        for action in actions {
+            let mut action = action.clone();
+            if let Some(m) = action.get_mut("metaData") {
+                m["id"] = serde_json::json!(meta.id());
+            }
+            lines.push_str(&format!("{action}\n"));
+        }
+        std::fs::write(log.join(format!("{:020}.json", 1)), lines).expect("commit 1");
+        let mut table: DeltaTable = warehouse.open(&url).await.expect("open");
+        let schema = Arc::new(arrow_schema::Schema::new(vec![arrow_schema::Field::new(
+            "id",
+            arrow_schema::DataType::Int64,
+            true,
+        )]));
+        let batch =
+            RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(vec![1]))]).expect("batch");
+        let commit = AppendCommit {
+            app_id: "w",
+            txn_version: 1,
+            max_retries: 0,
+            streams: &[],
+        };
+        match commit_append(&mut table, batch, commit).await {
+            Ok(done) => panic!("the append landed at version {}", done.version),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    fn schema(metadata: serde_json::Value) -> String {
+        serde_json::json!({"type": "struct", "fields": [
+            {"name": "id", "type": "long", "nullable": true, "metadata": metadata}
+        ]})
+        .to_string()
+    }
+
+    #[tokio::test]
+    async fn deltalake_cannot_append_to_a_table_with_type_widening() {
+        let e = append_error(&[
+            serde_json::json!({"protocol": {"minReaderVersion": 3, "minWriterVersion": 7,
+                "readerFeatures": ["typeWidening"], "writerFeatures": ["typeWidening"]}}),
+            serde_json::json!({"metaData": {"format": {"provider": "parquet", "options": {}},
+                "schemaString": schema(serde_json::json!({})), "partitionColumns": [],
+                "configuration": {"delta.enableTypeWidening": "true"}, "createdTime": 0}}),
+        ])
+        .await;
+        assert!(e.contains("ypeWidening"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn deltalake_cannot_append_to_a_column_mapped_table() {
+        let e = append_error(&[
+            serde_json::json!({"protocol": {"minReaderVersion": 2, "minWriterVersion": 5}}),
+            serde_json::json!({"metaData": {"format": {"provider": "parquet", "options": {}},
+                "schemaString": schema(serde_json::json!({"delta.columnMapping.id": 1,
+                    "delta.columnMapping.physicalName": "col-1"})),
+                "partitionColumns": [],
+                "configuration": {"delta.columnMapping.mode": "name",
+                    "delta.columnMapping.maxColumnId": "1"}, "createdTime": 0}}),
+        ])
+        .await;
+        assert!(e.to_ascii_lowercase().contains("column mapping"), "{e}");
+    }
+}

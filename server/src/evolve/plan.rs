@@ -23,8 +23,10 @@ use crate::sink::{rescued_data, system_columns, AddedColumns};
 /// those features (its `ProtocolChecker` lists neither `typeWidening` nor —
 /// without its `datafusion` feature — `columnMapping` among the writer
 /// features it supports, and its `RecordBatchWriter` refuses any table
-/// whose column mapping mode is not `none`). After such a change Sluice
-/// could no longer commit a single row to the table.
+/// whose column mapping mode is not `none`; measured by the tests in
+/// `evolve::delta`). After such a change Sluice could no longer commit a
+/// single row to the table. (The Python readers here refuse or misread such
+/// tables too: `tests/python/test_evolve_readers.py`.)
 pub const WRITER_LIMIT: &str = "the Delta writer Sluice commits with (deltalake-core 1.1.3) \
      cannot write a table with that feature, so no row could be committed after the change";
 
