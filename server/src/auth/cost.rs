@@ -45,6 +45,7 @@ fn auth_cost() {
             rescued_data: false,
             schema_version: 0,
             pending_columns: None,
+            properties: Default::default(),
         })
         .expect("table");
     catalog

@@ -61,6 +61,9 @@ pub struct TableEntry {
     /// out from the Delta log and completes or forgets it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_columns: Option<String>,
+    /// `sluice.*` properties set by `sluice table alter` (`sluice.autoEvolve`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub properties: BTreeMap<String, String>,
 }
 
 impl TableEntry {
@@ -70,6 +73,14 @@ impl TableEntry {
             rescued_data: self.rescued_data,
             system_columns: self.system_columns,
         }
+    }
+
+    /// Whether JSON records with unknown top-level keys add columns
+    /// (`sluice.autoEvolve = add-columns`).
+    pub fn auto_evolve(&self) -> bool {
+        self.properties
+            .get(crate::evolve::plan::AUTO_EVOLVE)
+            .is_some_and(|v| v == "add-columns")
     }
 
     /// The parsed schema.
@@ -288,6 +299,22 @@ impl Catalog {
             if let Some(columns) = entry.pending_columns.take() {
                 entry.columns = columns;
                 entry.schema_version = version;
+            }
+            Ok(entry.clone())
+        })
+    }
+
+    /// Sets `sluice.*` properties of table `full_name`.
+    pub fn set_table_properties(
+        &self,
+        full_name: &str,
+        properties: &BTreeMap<String, String>,
+    ) -> Result<TableEntry> {
+        let key = full_name.to_ascii_lowercase();
+        self.update(|s| {
+            let entry = table_mut(s, &key)?;
+            for (k, v) in properties {
+                entry.properties.insert(k.clone(), v.clone());
             }
             Ok(entry.clone())
         })

@@ -11,7 +11,7 @@
 pub mod delta;
 pub mod plan;
 
-pub use plan::{plan, Alter, Plan, WRITER_LIMIT};
+pub use plan::{plan, Alter, Plan, AUTO_EVOLVE, WRITER_LIMIT};
 
 use crate::catalog::{Catalog, TableEntry};
 use crate::error::{Result, ServerError};

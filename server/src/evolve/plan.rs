@@ -4,7 +4,8 @@
 //!
 //! Built: adding nullable columns at the end, and nullable fields at the end
 //! of an existing STRUCT column (give the whole STRUCT with the new fields
-//! after the old ones); setting `delta.*` table properties. Refused, each
+//! after the old ones); setting `delta.*` table properties and
+//! `sluice.autoEvolve` ([`AUTO_EVOLVE`]). Refused, each
 //! with its reason: a NOT NULL column; a name that exists; narrowing a type;
 //! dropping a partition column; renaming to a name that exists; and — for
 //! now — the changes the Delta writer Sluice commits with cannot write
@@ -68,7 +69,17 @@ pub struct Plan {
     pub added: Vec<String>,
     /// `delta.*` properties to set in the Delta table's configuration.
     pub properties: BTreeMap<String, String>,
+    /// `sluice.*` properties to set in the catalog entry (`sluice.autoEvolve`).
+    pub sluice_properties: BTreeMap<String, String>,
 }
+
+/// The table property that lets JSON records with unknown top-level keys add
+/// nullable columns (`add-columns`; `off` or absent: unknown keys fail the
+/// record, or go to `_rescued_data`).
+pub const AUTO_EVOLVE: &str = "sluice.autoEvolve";
+
+/// The values [`AUTO_EVOLVE`] takes.
+pub const AUTO_EVOLVE_VALUES: [&str; 2] = ["add-columns", "off"];
 
 /// The Delta type changes of the `typeWidening` feature.
 fn is_widening(from: &ColumnType, to: &ColumnType) -> bool {
@@ -107,7 +118,7 @@ pub fn plan(
     if let Some(text) = &alter.rename_column {
         check_rename(schema, added, text)?;
     }
-    let properties = check_properties(&alter.set_properties)?;
+    let (properties, sluice_properties) = check_properties(&alter.set_properties)?;
     let mut next = schema.clone();
     let mut names = Vec::new();
     if let Some(text) = alter
@@ -129,6 +140,7 @@ pub fn plan(
         schema: next,
         added: names,
         properties,
+        sluice_properties,
     })
 }
 
@@ -316,27 +328,40 @@ fn check_rename(schema: &TableSchema, added: AddedColumns, text: &str) -> Result
     )))
 }
 
-/// Keeps the `delta.*` properties; refuses the others with the reason.
-fn check_properties(set: &BTreeMap<String, String>) -> Result<BTreeMap<String, String>> {
-    for key in set.keys() {
+/// Splits the properties into `delta.*` ones and `sluice.autoEvolve`;
+/// refuses the others with the reason.
+type Properties = BTreeMap<String, String>;
+fn check_properties(set: &Properties) -> Result<(Properties, Properties)> {
+    let (mut delta, mut sluice) = (Properties::new(), Properties::new());
+    for (key, value) in set {
         if key.starts_with("delta.columnMapping") || key.starts_with("delta.enableTypeWidening") {
             return Err(ServerError::Unimplemented(format!(
                 "set property: `{key}`: {WRITER_LIMIT}"
             )));
         }
         if key.starts_with("delta.") {
+            delta.insert(key.clone(), value.clone());
+            continue;
+        }
+        if key == AUTO_EVOLVE {
+            if !AUTO_EVOLVE_VALUES.contains(&value.as_str()) {
+                return Err(ServerError::InvalidArgument(format!(
+                    "set property: `{AUTO_EVOLVE}` is `add-columns` or `off`, not `{value}`"
+                )));
+            }
+            sluice.insert(key.clone(), value.clone());
             continue;
         }
         let why = if key == rescued_data::PROPERTY || key == system_columns::PROPERTY {
             "it is set when the table is created (`--rescued-data`, `--system-columns`)"
         } else {
-            "only delta.* properties can be set"
+            "only delta.* properties and sluice.autoEvolve can be set"
         };
         return Err(ServerError::InvalidArgument(format!(
             "set property: `{key}`: {why}"
         )));
     }
-    Ok(set.clone())
+    Ok((delta, sluice))
 }
 
 #[cfg(test)]
@@ -460,6 +485,21 @@ mod tests {
                     ..Alter::default()
                 },
                 "set when the table is created",
+            ),
+            (
+                Alter {
+                    set_properties: [("sluice.autoEvolve".to_string(), "yes".to_string())].into(),
+                    ..Alter::default()
+                },
+                "is `add-columns` or `off`, not `yes`",
+            ),
+            (
+                Alter {
+                    set_properties: [("delta.enableTypeWidening".to_string(), "true".to_string())]
+                        .into(),
+                    ..Alter::default()
+                },
+                "deltalake-core 1.1.3",
             ),
         ];
         for (alter, want) in cases {

@@ -132,6 +132,7 @@ impl Pod {
         let Some(entry) = self.catalog.table(sink.name())? else {
             return Ok(());
         };
+        sink.set_auto_evolve(entry.auto_evolve());
         if entry.columns == sink.schema().to_sql() {
             return Ok(());
         }
@@ -184,12 +185,14 @@ pub async fn open_sink(env: SinkEnv<'_>, entry: &TableEntry) -> Result<TableSink
         commit: config.committer(),
         elected: roles.map(|r| Arc::new(r.clone()) as Arc<dyn HandOffRoute>),
     };
-    Ok(TableSink::new(
+    let sink = TableSink::new(
         entry.full_name.clone(),
         entry.schema()?,
         delta,
         wal.clone(),
         committed,
         options,
-    ))
+    );
+    sink.set_auto_evolve(entry.auto_evolve());
+    Ok(sink)
 }

@@ -100,6 +100,10 @@ pub struct TableSink {
     committer: CommitRoute,
     /// The pod named in hand-offs.
     pod_id: String,
+    /// Whether JSON records with unknown keys add columns (`sluice.autoEvolve`).
+    auto_evolve: AtomicBool,
+    /// When an unknown key last added columns (auto-evolve is paced per table).
+    last_auto_evolve: Mutex<Option<Instant>>,
 }
 
 /// How a sink flushes and hands off, beside its table and WAL.
@@ -159,7 +163,31 @@ impl TableSink {
             flush_bytes: options.flush_bytes,
             committer,
             pod_id: options.pod_id,
+            auto_evolve: AtomicBool::new(false),
+            last_auto_evolve: Mutex::new(None),
         }
+    }
+
+    /// Whether JSON records with unknown top-level keys add columns.
+    pub fn auto_evolve(&self) -> bool {
+        self.auto_evolve.load(Ordering::Acquire)
+    }
+
+    /// Sets whether JSON records with unknown top-level keys add columns.
+    pub fn set_auto_evolve(&self, on: bool) {
+        self.auto_evolve.store(on, Ordering::Release);
+    }
+
+    /// Paces auto-evolve: returns how long to wait before the next change
+    /// (at most one per `interval`), and books the slot.
+    pub fn book_auto_evolve(&self, interval: std::time::Duration) -> std::time::Duration {
+        let Ok(mut last) = self.last_auto_evolve.lock() else {
+            return interval;
+        };
+        let now = Instant::now();
+        let at = last.map_or(now, |t| (t + interval).max(now));
+        *last = Some(at);
+        at - now
     }
 
     /// Full table name.
@@ -195,11 +223,15 @@ impl TableSink {
     /// `_rescued_data` if the table keeps it (the system columns are added by
     /// [`with_system_columns`](Self::with_system_columns)).
     pub fn batch_builder(&self) -> Result<RecordBatchBuilder> {
-        let schema = self.schema();
+        self.batch_builder_for(&self.schema())
+    }
+
+    /// [`batch_builder`](Self::batch_builder) for `schema` (one the sink had).
+    pub fn batch_builder_for(&self, schema: &TableSchema) -> Result<RecordBatchBuilder> {
         if !self.added.rescued_data {
-            return Ok(RecordBatchBuilder::new(&schema));
+            return Ok(RecordBatchBuilder::new(schema));
         }
-        RecordBatchBuilder::with_rescued_data(&schema)
+        RecordBatchBuilder::with_rescued_data(schema)
             .map_err(|e| ServerError::Internal(format!("table {}: {e}", self.name)))
     }
 

@@ -29,6 +29,12 @@ pub async fn alter_table(
     alter: Alter,
 ) -> Result<TableEntry> {
     require_admin(caller)?;
+    alter_table_unchecked(pod, full_name, alter).await
+}
+
+/// [`alter_table`] without the caller's rights (auto-evolve, which a
+/// producer's stream triggers on a table whose admin opted in).
+pub async fn alter_table_unchecked(pod: &Pod, full_name: &str, alter: Alter) -> Result<TableEntry> {
     let _ddl = pod.ddl.lock().await;
     let entry = pod
         .catalog
@@ -58,6 +64,19 @@ pub async fn alter_table(
         .filter(|f| plan.added.iter().any(|n| n == f.name()))
         .cloned()
         .collect();
+    let entry = if plan.sluice_properties.is_empty() {
+        entry
+    } else {
+        pod.catalog
+            .set_table_properties(&entry.full_name, &plan.sluice_properties)?
+    };
+    if plan.schema == schema && plan.properties.is_empty() {
+        if let Some(sink) = pod.sinks.get(&entry.full_name) {
+            sink.set_auto_evolve(entry.auto_evolve());
+        }
+        tracing::info!(table = %entry.full_name, properties = ?plan.sluice_properties, "table altered (catalog properties only)");
+        return Ok(entry);
+    }
     let columns = plan.schema.to_sql();
     pod.catalog
         .begin_alter(&entry.full_name, &entry.columns, &columns)?;
@@ -95,6 +114,7 @@ pub async fn alter_table(
     let entry = pod.catalog.finish_alter(&entry.full_name, version)?;
     if let Some(sink) = pod.sinks.get(&entry.full_name) {
         sink.evolve(entry.schema()?).await?;
+        sink.set_auto_evolve(entry.auto_evolve());
     }
     tracing::info!(table = %entry.full_name, version, columns = %entry.columns, properties = ?plan.properties, "table altered");
     Ok(entry)

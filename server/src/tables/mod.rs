@@ -12,7 +12,7 @@ pub mod policy;
 mod read;
 
 pub use access::require_admin;
-pub use alter::{alter_table, PAUSE_AFTER_COMMIT_ENV};
+pub use alter::{alter_table, alter_table_unchecked, PAUSE_AFTER_COMMIT_ENV};
 pub use create::{create_table, NewTable};
 pub use drop::drop_table;
 pub use policy::split_name;

@@ -396,3 +396,106 @@ async fn given_a_pod_killed_between_the_delta_commit_and_the_catalog_update_then
     assert_eq!(rows[0]["humidity"], Value::Null);
     assert_eq!(rows[3]["humidity"], json!(50.0));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_auto_evolve_when_json_records_carry_unknown_keys_then_they_add_nullable_columns() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut server = Server::start(dir.path(), "300ms").await;
+    let plain = "main.evolve.auto";
+    let rescued = "main.evolve.autorescued";
+    let plain_at = server
+        .create_table_with(plain, "id BIGINT NOT NULL, temp DOUBLE", &[])
+        .await;
+    let rescued_at = server
+        .create_table_with(
+            plain.replace("auto", "autorescued").as_str(),
+            "id BIGINT NOT NULL",
+            &["--rescued-data"],
+        )
+        .await;
+
+    // Off by default: the table is the contract.
+    let stream = server.json_stream(plain).await;
+    let error = crate::rescued_data::push_json_until_rejected(
+        &stream,
+        &[
+            r#"{"id": 1, "temp": 1.5}"#,
+            r#"{"id": 2, "humidity": 40.5}"#,
+        ],
+    )
+    .await;
+    assert!(error.contains("unknown field `humidity`"), "{error}");
+    drop(stream);
+
+    for table in [plain, rescued] {
+        cli_ok(
+            &server,
+            &[
+                "table",
+                "alter",
+                table,
+                "--set-property",
+                "sluice.autoEvolve=add-columns",
+            ],
+        );
+        assert_eq!(server.table_info(table).await["schema_version"], json!(0));
+    }
+    let stream = server.json_stream(plain).await;
+    for record in [
+        json!({"id": 10, "temp": 1.0}),
+        json!({"id": 11, "humidity": 40.5, "site": "a"}),
+        json!({"id": 12, "humidity": 41.5, "ok": true, "tags": [1, 2]}),
+    ] {
+        stream
+            .ingest_record_offset(JsonString(record.to_string()))
+            .await
+            .expect("ingest");
+    }
+    stream.flush().await.expect("every record acked");
+    let info = server.table_info(plain).await;
+    let columns: Vec<(String, String)> = uc_columns(&info)
+        .into_iter()
+        .map(|c| (c.name, c.type_text))
+        .collect();
+    let want: Vec<(String, String)> = [
+        ("id", "bigint"),
+        ("temp", "double"),
+        ("humidity", "double"),
+        ("site", "string"),
+        ("ok", "boolean"),
+        ("tags", "variant"),
+    ]
+    .iter()
+    .map(|(n, t)| (n.to_string(), t.to_string()))
+    .collect();
+    assert_eq!(columns, want, "{info}");
+    let rescue = server.json_stream(rescued).await;
+    rescue
+        .ingest_record_offset(JsonString(json!({"id": 1, "extra": "x"}).to_string()))
+        .await
+        .expect("ingest");
+    rescue.flush().await.expect("acked");
+    let mut stream = stream;
+    stream.close().await.expect("close");
+    let mut rescue = rescue;
+    rescue.close().await.expect("close");
+    server.terminate();
+    let log = server.log();
+    assert!(log.contains("auto-evolve added columns"), "{log}");
+    assert!(
+        log.contains("auto-evolve") && log.contains("table.alter"),
+        "{log}"
+    );
+
+    let (rows, _) = polars_rows(&plain_at);
+    let ids: Vec<i64> = rows.iter().map(|r| r["id"].as_i64().expect("id")).collect();
+    assert_eq!(ids, [1, 10, 11, 12]);
+    assert_eq!(rows[0]["humidity"], Value::Null);
+    assert_eq!(rows[2]["humidity"], json!(40.5));
+    assert_eq!(rows[2]["site"], json!("a"));
+    assert_eq!(rows[3]["ok"], json!(true));
+    assert_eq!(rows[3]["tags"], json!("[1,2]"));
+    let (rows, _) = polars_rows(&rescued_at);
+    assert_eq!(rows[0]["extra"], json!("x"), "{rows:?}");
+    assert_eq!(rows[0]["_rescued_data"], Value::Null, "{rows:?}");
+}
