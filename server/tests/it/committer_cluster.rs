@@ -442,3 +442,70 @@ async fn an_alter_under_load_reaches_every_pod_and_no_file_of_the_old_schema_is_
     drop(pods);
     drop(etcd);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_alters_through_two_pods_never_lose_a_change_and_leave_one_schema() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let table = "main.elect.alters";
+    let (etcd, pods, location) = cluster(dir.path(), 3, table).await;
+    let mut outcomes = Vec::new();
+    for round in 0..4 {
+        let (a, b) = (format!("a{round} DOUBLE"), format!("b{round} DOUBLE"));
+        let (url_a, url_b) = (pods[0].url.clone(), pods[2].url.clone());
+        let alter = |url: String, columns: String| {
+            tokio::task::spawn_blocking(move || {
+                crate::harness::cli_at(&url, &["table", "alter", table, "--add-columns", &columns])
+            })
+        };
+        let (ra, rb) = tokio::join!(alter(url_a, a.clone()), alter(url_b, b.clone()));
+        for (columns, out) in [(a, ra.expect("join")), (b, rb.expect("join"))] {
+            let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+            assert!(
+                out.status.success() || stderr.contains("changed meanwhile"),
+                "an alter either lands or is refused as stale: {stderr}"
+            );
+            outcomes.push((columns, out.status.success()));
+        }
+    }
+    // Every pod shows the same columns, the Delta table has exactly them, and every alter
+    // answered 200 is in them.
+    let mut seen = Vec::new();
+    for pod in &pods {
+        let info = pod.table_info(table).await;
+        let names: Vec<String> = info["columns"]
+            .as_array()
+            .expect("columns")
+            .iter()
+            .map(|c| c["name"].as_str().expect("name").to_string())
+            .collect();
+        seen.push(names);
+    }
+    assert!(seen.windows(2).all(|w| w[0] == w[1]), "{seen:?}");
+    let delta = deltalake::open_table(url::Url::parse(&location).expect("url"))
+        .await
+        .expect("open");
+    let delta_names: Vec<String> = delta
+        .snapshot()
+        .expect("snapshot")
+        .schema()
+        .fields()
+        .map(|f| f.name().clone())
+        .collect();
+    assert_eq!(
+        delta_names, seen[0],
+        "the catalog and the Delta table agree"
+    );
+    for (columns, landed) in &outcomes {
+        let name = columns.split(' ').next().expect("name");
+        assert_eq!(
+            seen[0].iter().any(|n| n == name),
+            *landed,
+            "{columns}: answered {}, in the table {:?}",
+            if *landed { "200" } else { "409" },
+            seen[0]
+        );
+    }
+    eprintln!("concurrent alters: {outcomes:?}");
+    drop(pods);
+    drop(etcd);
+}

@@ -499,3 +499,38 @@ async fn given_auto_evolve_when_json_records_carry_unknown_keys_then_they_add_nu
     assert_eq!(rows[0]["extra"], json!("x"), "{rows:?}");
     assert_eq!(rows[0]["_rescued_data"], Value::Null, "{rows:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_an_alter_cut_short_before_its_delta_commit_then_the_restarted_pod_forgets_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut server = Server::start(dir.path(), "300ms").await;
+    server.create_table(TABLE, COLUMNS);
+    server.terminate();
+    // What a pod killed between `begin_alter` and the Delta commit leaves: a pending alter
+    // the Delta log never saw.
+    let path = dir.path().join("catalog.json");
+    let mut catalog: Value =
+        serde_json::from_slice(&std::fs::read(&path).expect("catalog")).expect("json");
+    catalog["tables"][TABLE]["pending_columns"] = json!(format!("{COLUMNS}, humidity DOUBLE"));
+    std::fs::write(&path, serde_json::to_vec_pretty(&catalog).expect("encode")).expect("write");
+    server.restart().await;
+    assert!(
+        server
+            .log()
+            .contains("an alter cut short before its Delta commit: forgotten"),
+        "{}",
+        server.log()
+    );
+    let info = server.table_info(TABLE).await;
+    let names: Vec<String> = uc_columns(&info).into_iter().map(|c| c.name).collect();
+    assert_eq!(names, ["id", "device", "temp", "site"]);
+    // The table takes alters again.
+    cli_ok(
+        &server,
+        &["table", "alter", TABLE, "--add-columns", "humidity DOUBLE"],
+    );
+    let stream = server.json_stream(TABLE).await;
+    json_rows(&stream, 0..2, false).await;
+    drop(stream);
+    server.terminate();
+}
