@@ -407,6 +407,33 @@ mod tests {
     }
 
     #[test]
+    fn a_struct_inside_a_struct_gets_its_new_fields_too() {
+        let s = schema("id BIGINT, site STRUCT<name: STRING, pos: STRUCT<lat: DOUBLE>>");
+        let p = plan(
+            &s,
+            AddedColumns::default(),
+            &[],
+            &add("site STRUCT<name: STRING, pos: STRUCT<lat: DOUBLE, lon: DOUBLE>, code: INT>"),
+        )
+        .expect("plan");
+        assert_eq!(
+            p.schema.to_sql(),
+            schema("id BIGINT, site STRUCT<name: STRING, pos: STRUCT<lat: DOUBLE, lon: DOUBLE>, code: INT>")
+                .to_sql()
+        );
+        let e = plan(
+            &s,
+            AddedColumns::default(),
+            &[],
+            &add("site STRUCT<name: STRING, pos: STRUCT<lat: FLOAT>>"),
+        )
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        assert!(e.contains("`site.pos.lat` is DOUBLE, not FLOAT"), "{e}");
+    }
+
+    #[test]
     fn each_refusal_names_its_reason() {
         let s =
             schema("id BIGINT NOT NULL, temp DOUBLE, t FLOAT, site STRUCT<name: STRING>, day DATE");
