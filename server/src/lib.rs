@@ -19,6 +19,7 @@ pub mod data_dir;
 pub mod doctor;
 pub mod error;
 pub mod etcd_access;
+pub mod evolve;
 pub mod flight;
 pub mod http;
 pub mod ingest;

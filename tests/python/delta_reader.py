@@ -10,7 +10,9 @@ the table version, the number of data files, the rows each reader saw, what
 polars computes over `id` (sum, distinct count), polars' `[id, _rescued_data]`
 pairs ordered by id when the table has that column, the number of commits in
 the history, how many of them were retried after losing a race for their
-version (`readVersion` < version - 1), and the operations seen.
+version (`readVersion` < version - 1), and the operations seen. With
+SLUICE_POLARS_ROWS=1 also every row as polars reads it, ordered by id
+(`polars_row_dicts`; dates and times as text).
 """
 
 import json
@@ -56,6 +58,8 @@ def main():
                   and h["readVersion"] < h["version"] - 1)
     rescued = (df.sort("id").select(["id", "_rescued_data"]).rows()
                if has_id and "_rescued_data" in df.columns else None)
+    row_dicts = (df.sort("id").to_dicts()
+                 if has_id and os.environ.get("SLUICE_POLARS_ROWS") == "1" else None)
     print(json.dumps({
         "version": dt.version(),
         "files": len(dt.file_uris()),
@@ -67,7 +71,8 @@ def main():
         "commits": len(history),
         "retried_commits": retried,
         "operations": sorted({h.get("operation", "") for h in history}),
-    }))
+        "polars_row_dicts": row_dicts,
+    }, default=str))
 
 
 if __name__ == "__main__":

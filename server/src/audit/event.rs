@@ -30,6 +30,9 @@ pub enum Action {
     /// A table was dropped.
     #[serde(rename = "table.drop")]
     TableDrop,
+    /// A table's schema or properties were changed.
+    #[serde(rename = "table.alter")]
+    TableAlter,
     /// A table was compacted on request.
     #[serde(rename = "table.optimize")]
     TableOptimize,
@@ -53,6 +56,7 @@ impl Action {
             Action::KeysRotateKek => "keys.rotate_kek",
             Action::TableCreate => "table.create",
             Action::TableDrop => "table.drop",
+            Action::TableAlter => "table.alter",
             Action::TableOptimize => "table.optimize",
             Action::TableVacuum => "table.vacuum",
             Action::PodDrain => "pod.drain",

@@ -93,7 +93,7 @@ async fn audit_sink(pod: &Pod, table: &str) -> Result<SharedSink> {
             table_sink(pod, table).await?
         }
     };
-    if sink.schema() != &parse_columns(AUDIT_COLUMNS)? {
+    if *sink.schema() != parse_columns(AUDIT_COLUMNS)? {
         return Err(ServerError::FailedPrecondition(format!(
             "--audit-table {table} exists with other columns than the audit table's ({AUDIT_COLUMNS})"
         )));

@@ -43,6 +43,9 @@ fn auth_cost() {
             created_at: 0,
             system_columns: false,
             rescued_data: false,
+            schema_version: 0,
+            pending_columns: None,
+            properties: Default::default(),
         })
         .expect("table");
     catalog

@@ -52,6 +52,18 @@ pub struct TableEntry {
     /// Whether rows carry the `_rescued_data` column.
     #[serde(default)]
     pub rescued_data: bool,
+    /// The Delta version of the table's last schema change by `sluice table
+    /// alter` (0: none since it was created).
+    #[serde(default)]
+    pub schema_version: i64,
+    /// An alter in progress (or cut short by a crash): the columns it sets.
+    /// Its Delta commit may or may not have landed; `evolve::settle` finds
+    /// out from the Delta log and completes or forgets it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_columns: Option<String>,
+    /// `sluice.*` properties set by `sluice table alter` (`sluice.autoEvolve`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub properties: BTreeMap<String, String>,
 }
 
 impl TableEntry {
@@ -61,6 +73,14 @@ impl TableEntry {
             rescued_data: self.rescued_data,
             system_columns: self.system_columns,
         }
+    }
+
+    /// Whether JSON records with unknown top-level keys add columns
+    /// (`sluice.autoEvolve = add-columns`).
+    pub fn auto_evolve(&self) -> bool {
+        self.properties
+            .get(crate::evolve::plan::AUTO_EVOLVE)
+            .is_some_and(|v| v == "add-columns")
     }
 
     /// The parsed schema.
@@ -251,6 +271,65 @@ impl Catalog {
         self.read(|s| s.tables.values().cloned().collect())
     }
 
+    /// Records an alter of `full_name` about to commit `columns` to Delta:
+    /// refused when the table's columns are no longer `expected` or another
+    /// alter is pending (a stale alter never overwrites a newer one).
+    pub fn begin_alter(&self, full_name: &str, expected: &str, columns: &str) -> Result<()> {
+        let key = full_name.to_ascii_lowercase();
+        self.update(|s| {
+            let entry = table_mut(s, &key)?;
+            if entry.columns != expected || entry.pending_columns.is_some() {
+                return Err(ServerError::FailedPrecondition(format!(
+                    "alter of {key}: the table changed meanwhile (schema version {}); \
+                     describe it again and retry",
+                    entry.schema_version
+                )));
+            }
+            entry.pending_columns = Some(columns.to_string());
+            Ok(())
+        })
+    }
+
+    /// Completes the pending alter of `full_name`: its columns become the
+    /// table's, at Delta version `version`.
+    pub fn finish_alter(&self, full_name: &str, version: i64) -> Result<TableEntry> {
+        let key = full_name.to_ascii_lowercase();
+        self.update(|s| {
+            let entry = table_mut(s, &key)?;
+            if let Some(columns) = entry.pending_columns.take() {
+                entry.columns = columns;
+                entry.schema_version = version;
+            }
+            Ok(entry.clone())
+        })
+    }
+
+    /// Sets `sluice.*` properties of table `full_name`.
+    pub fn set_table_properties(
+        &self,
+        full_name: &str,
+        properties: &BTreeMap<String, String>,
+    ) -> Result<TableEntry> {
+        let key = full_name.to_ascii_lowercase();
+        self.update(|s| {
+            let entry = table_mut(s, &key)?;
+            for (k, v) in properties {
+                entry.properties.insert(k.clone(), v.clone());
+            }
+            Ok(entry.clone())
+        })
+    }
+
+    /// Forgets the pending alter of `full_name` (its Delta commit did not land).
+    pub fn abort_alter(&self, full_name: &str) -> Result<TableEntry> {
+        let key = full_name.to_ascii_lowercase();
+        self.update(|s| {
+            let entry = table_mut(s, &key)?;
+            entry.pending_columns = None;
+            Ok(entry.clone())
+        })
+    }
+
     /// Removes a table; returns the removed entry.
     pub fn drop_table(&self, full_name: &str) -> Result<TableEntry> {
         let key = full_name.to_ascii_lowercase();
@@ -378,6 +457,13 @@ impl Catalog {
             Ok(())
         })
     }
+}
+
+/// The entry of table `key` (lower case) in `s`, to change it.
+fn table_mut<'s>(s: &'s mut CatalogState, key: &str) -> Result<&'s mut TableEntry> {
+    s.tables
+        .get_mut(key)
+        .ok_or_else(|| ServerError::NotFound(format!("table {key} does not exist")))
 }
 
 fn load(store: &dyn CatalogStore) -> Result<Cached> {

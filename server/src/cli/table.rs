@@ -1,4 +1,4 @@
-//! `sluice table create|list|describe|drop|optimize|vacuum`: clients of the
+//! `sluice table create|list|describe|alter|drop|optimize|vacuum`: clients of the
 //! pod's Unity-Catalog-shaped tables API (`optimize` and `vacuum` are in
 //! [`super::upkeep`]).
 
@@ -48,6 +48,31 @@ pub enum TableCommand {
         /// Print the Unity Catalog JSON.
         #[arg(long)]
         json: bool,
+    },
+    /// Change a table's schema or properties while streams keep flowing
+    /// (one Delta metadata commit; see README "Evolving a table").
+    Alter {
+        /// catalog.schema.table
+        name: String,
+        /// Nullable columns to append, e.g. "humidity DOUBLE, site STRUCT<name: STRING>";
+        /// an existing STRUCT given with extra fields after its own gets those fields.
+        #[arg(long)]
+        add_columns: Option<String>,
+        /// A type widening "COLUMN FROM TO TO_TYPE" (repeatable), e.g. "temp FLOAT TO DOUBLE".
+        #[arg(long)]
+        widen: Vec<String>,
+        /// Columns to drop, comma-separated.
+        #[arg(long, value_delimiter = ',')]
+        drop_columns: Vec<String>,
+        /// A rename "OLD TO NEW".
+        #[arg(long)]
+        rename_column: Option<String>,
+        /// Table property KEY=VALUE to set (repeatable), e.g. delta.logRetentionDuration=...
+        #[arg(long = "set-property", value_parser = parse_property)]
+        set_properties: Vec<(String, String)>,
+        /// Refuse unless the table's schema version (shown by describe) is still this.
+        #[arg(long)]
+        expected_schema_version: Option<i64>,
     },
     /// Drop a table and delete its data.
     Drop {
@@ -114,6 +139,30 @@ pub async fn run(conn: ConnArgs, command: TableCommand) -> anyhow::Result<()> {
             } else {
                 print!("{}", describe_text(&info));
             }
+        }
+        TableCommand::Alter {
+            name,
+            add_columns,
+            widen,
+            drop_columns,
+            rename_column,
+            set_properties,
+            expected_schema_version,
+        } => {
+            let body = serde_json::json!({
+                "add_columns": add_columns,
+                "widen": widen,
+                "drop_columns": drop_columns,
+                "rename_column": rename_column,
+                "set_properties": set_properties.into_iter().collect::<std::collections::BTreeMap<_, _>>(),
+                "expected_schema_version": expected_schema_version,
+            });
+            let info = client.alter_table(&name, &body).await?;
+            println!(
+                "altered {} (schema version {})",
+                info.full_name, info.schema_version
+            );
+            print!("{}", describe_text(&info));
         }
         TableCommand::Drop { name } => {
             client.drop_table(&name).await?;
@@ -183,6 +232,14 @@ impl Client {
         parse_answer(v)
     }
 
+    /// Alters one table (`body`: the tables API's alter request).
+    pub async fn alter_table(&self, name: &str, body: &Value) -> Result<TableInfo> {
+        let v = self
+            .send(tables(self, Method::PATCH, &format!("/{name}")).json(body))
+            .await?;
+        parse_answer(v)
+    }
+
     /// Drops one table.
     pub async fn drop_table(&self, name: &str) -> Result<()> {
         self.send(tables(self, Method::DELETE, &format!("/{name}")))
@@ -194,8 +251,8 @@ impl Client {
 /// Human-readable description of a table.
 pub fn describe_text(info: &TableInfo) -> String {
     let mut out = format!(
-        "{}\n  location: {}\n  columns:\n",
-        info.full_name, info.storage_location
+        "{}\n  location: {}\n  schema version: {}\n  columns:\n",
+        info.full_name, info.storage_location, info.schema_version
     );
     for c in &info.columns {
         out.push_str(&format!(

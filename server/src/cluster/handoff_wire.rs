@@ -45,6 +45,7 @@ pub fn to_request(handoff: &HandOff, epoch: u64) -> Result<HandOffRequest, HandO
             })
             .collect(),
         epoch,
+        schema_id: handoff.schema_id.clone(),
     })
 }
 
@@ -79,6 +80,7 @@ pub fn from_request(request: HandOffRequest) -> Result<(HandOff, u64), Status> {
             .into_iter()
             .map(|s| (s.stream_id, s.offset))
             .collect(),
+        schema_id: request.schema_id,
     };
     Ok((handoff, request.epoch))
 }
@@ -114,6 +116,7 @@ fn kind(e: &HandOffError) -> &'static str {
         HandOffError::NotCommitter { .. } => "not-committer",
         HandOffError::Unreachable { .. } => "unreachable",
         HandOffError::MissingFile { .. } => "missing-file",
+        HandOffError::StaleSchema { .. } => "stale-schema",
         HandOffError::Refused { .. } => "refused",
     }
 }
@@ -127,7 +130,8 @@ pub fn to_status(e: &HandOffError) -> Status {
         | HandOffError::Overlap { .. }
         | HandOffError::WrongTable { .. }
         | HandOffError::NotCommitter { .. }
-        | HandOffError::Refused { .. } => Code::FailedPrecondition,
+        | HandOffError::Refused { .. }
+        | HandOffError::StaleSchema { .. } => Code::FailedPrecondition,
         HandOffError::Stopped { .. } | HandOffError::Unreachable { .. } => Code::Unavailable,
         HandOffError::Commit { .. } => Code::Internal,
         HandOffError::MissingFile { .. } => Code::NotFound,
@@ -168,6 +172,11 @@ pub fn from_status(table: &str, status: &Status) -> HandOffError {
         "missing-file" => HandOffError::MissingFile {
             table,
             path: message,
+        },
+        "stale-schema" => HandOffError::StaleSchema {
+            table,
+            written: String::new(),
+            current: message,
         },
         "" if matches!(
             status.code(),
@@ -233,6 +242,7 @@ mod tests {
             to_lsn: 7,
             adds: vec![add],
             streams: vec![("s".into(), 4)],
+            schema_id: "abc".into(),
         };
         let request = to_request(&handoff, 12).expect("request");
         let (back, epoch) = from_request(request).expect("decode");

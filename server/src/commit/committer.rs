@@ -345,10 +345,24 @@ async fn commit_batch(shared: &Shared, table: &mut DeltaTable, mut batch: Vec<En
         };
         let read_version = table.version().unwrap_or(0);
         let first_read = *first_read.get_or_insert(read_version);
+        let schema = match super::schema_fence::schema_id(table) {
+            Ok(id) => id,
+            Err(e) => return shared.answer_all(batch, Err(failed(&e))),
+        };
         let mut rest = Vec::new();
         for (entry, verdict) in batch.into_iter().zip(verdicts) {
             match verdict {
-                Verdict::Commit => rest.push(entry),
+                Verdict::Commit => {
+                    match super::schema_fence::check(&shared.table, &entry.handoff, &schema) {
+                        Ok(()) => rest.push(entry),
+                        Err(e) => {
+                            tracing::info!(table = %shared.table, "hand-off refused: {e}");
+                            metrics::counter!("sluice_committer_stale_schema_refusals_total")
+                                .increment(1);
+                            shared.answer(entry, &Err(e));
+                        }
+                    }
+                }
                 Verdict::Covered => shared.answer(
                     entry,
                     &Ok(HandOffAck {

@@ -117,6 +117,7 @@ mod tests {
             to_lsn: to,
             adds: Vec::new(),
             streams: Vec::new(),
+            schema_id: String::new(),
         }
     }
 

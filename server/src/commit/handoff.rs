@@ -28,6 +28,9 @@ pub struct HandOff {
     /// Persistent streams in the files: (stream id, last offset), recorded
     /// as one `txn` each.
     pub streams: Vec<(String, i64)>,
+    /// The Delta schema the files were written with (`schema_id`; empty:
+    /// not checked).
+    pub schema_id: String,
 }
 
 impl HandOff {
@@ -158,6 +161,18 @@ pub enum HandOffError {
         /// The committer's status.
         message: String,
     },
+    /// The files were written under another Delta schema than the table's
+    /// now (an alter committed meanwhile): write the rows again under the
+    /// table's schema and resend the range with the new files.
+    #[error("hand-off of {table} was written under schema {written}, the table's is {current} now (altered meanwhile)")]
+    StaleSchema {
+        /// The table.
+        table: String,
+        /// The schema id the files were written with.
+        written: String,
+        /// The table's schema id.
+        current: String,
+    },
     /// A file of the hand-off is not in the store: only that hand-off is
     /// refused, the rest of the batch commits.
     #[error("hand-off of {table} names a file that is not in the store: {path}")]
@@ -193,7 +208,8 @@ impl From<HandOffError> for ServerError {
             | HandOffError::Overlap { .. }
             | HandOffError::WrongTable { .. }
             | HandOffError::NotCommitter { .. }
-            | HandOffError::Refused { .. } => ServerError::FailedPrecondition(message),
+            | HandOffError::Refused { .. }
+            | HandOffError::StaleSchema { .. } => ServerError::FailedPrecondition(message),
             HandOffError::Stopped { .. } | HandOffError::Unreachable { .. } => {
                 ServerError::Unavailable(message)
             }

@@ -12,6 +12,7 @@
 //! - `present`: the HEAD check of handed-off files.
 //! - `attempt`: one commit without deltalake's retries.
 //! - `route`: where a sink's hand-offs go ([`CommitRoute`], [`HandOffRoute`]).
+//! - `schema_fence`: hand-offs written under an older schema are refused.
 
 mod attempt;
 mod committer;
@@ -23,6 +24,7 @@ mod handoff;
 mod present;
 mod properties;
 mod route;
+mod schema_fence;
 #[cfg(test)]
 mod tests;
 
@@ -34,3 +36,4 @@ pub use handoff::{HandOff, HandOffAck, HandOffError};
 pub(crate) use properties::commit_properties;
 pub use properties::COMMIT_RETRIES;
 pub use route::{CommitRoute, HandOffRoute};
+pub use schema_fence::schema_id;

@@ -61,6 +61,7 @@ impl Fixture {
             to_lsn: to,
             adds,
             streams: Vec::new(),
+            schema_id: String::new(),
         }
     }
 

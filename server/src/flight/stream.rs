@@ -99,7 +99,7 @@ async fn open(
         ))
     })?;
     let target = sink.batch_builder()?.arrow_schema();
-    let conform = Conform::new(sink.schema(), &schema, target).map_err(|e| {
+    let conform = Conform::new(&sink.schema(), &schema, target).map_err(|e| {
         ServerError::InvalidArgument(format!(
             "DoPut: the Arrow schema does not fit table `{table}`: {e}"
         ))

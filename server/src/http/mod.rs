@@ -55,11 +55,12 @@ pub fn router(pod: Arc<Pod>) -> Router {
 /// `(method, path)` of every catalog and admin route: each answers 401 to a request
 /// without a valid token before it reads anything else (`{…}` segments are path
 /// parameters).
-pub const PROTECTED_ROUTES: [(&str, &str); 12] = [
+pub const PROTECTED_ROUTES: [(&str, &str); 13] = [
     ("GET", "/api/2.1/unity-catalog/tables"),
     ("POST", "/api/2.1/unity-catalog/tables"),
     ("GET", "/api/2.1/unity-catalog/tables/{full_name}"),
     ("DELETE", "/api/2.1/unity-catalog/tables/{full_name}"),
+    ("PATCH", "/api/2.1/unity-catalog/tables/{full_name}"),
     (
         "GET",
         "/api/2.1/unity-catalog/permissions/table/{full_name}",
@@ -85,7 +86,7 @@ fn api_routes() -> Router<Arc<Pod>> {
         )
         .route(
             "/api/2.1/unity-catalog/tables/{full_name}",
-            get(tables::get).delete(tables::delete),
+            get(tables::get).delete(tables::delete).patch(tables::alter),
         )
         .route(
             "/api/2.1/unity-catalog/permissions/table/{full_name}",

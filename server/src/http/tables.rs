@@ -1,4 +1,5 @@
-//! Handlers of `/api/2.1/unity-catalog/tables`: create, get, list, delete.
+//! Handlers of `/api/2.1/unity-catalog/tables`: create, get, list, alter
+//! (`PATCH`, Sluice's own body: [`AlterTable`]), delete.
 //! Each authenticates the request, turns the UC-shaped body into a call of
 //! the tables service (`crate::tables`, which owns the DDL and the rights
 //! checks) and its answer into a UC-shaped response.
@@ -133,6 +134,48 @@ pub async fn list(
         }
         Ok(serde_json::json!({ "tables": tables }))
     })())
+}
+
+/// Body of an alter request (`PATCH …/tables/{full_name}`); see
+/// [`crate::evolve::Alter`].
+#[derive(Deserialize, Default)]
+pub struct AlterTable {
+    #[serde(default)]
+    add_columns: Option<String>,
+    #[serde(default)]
+    widen: Vec<String>,
+    #[serde(default)]
+    drop_columns: Vec<String>,
+    #[serde(default)]
+    rename_column: Option<String>,
+    #[serde(default)]
+    set_properties: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    expected_schema_version: Option<i64>,
+}
+
+/// PATCH a table: change its schema or properties (`sluice table alter`).
+pub async fn alter(
+    State(pod): State<Arc<Pod>>,
+    Extension(caller): Extension<Caller>,
+    Path(full_name): Path<String>,
+    Json(body): Json<AlterTable>,
+) -> Response {
+    let alter = crate::evolve::Alter {
+        add_columns: body.add_columns,
+        widen: body.widen,
+        drop_columns: body.drop_columns,
+        rename_column: body.rename_column,
+        set_properties: body.set_properties,
+        expected_schema_version: body.expected_schema_version,
+    };
+    let altered = async {
+        let entry = tables::alter_table(&pod, &caller, &full_name, alter).await?;
+        let detail = format!("schema version {}: {}", entry.schema_version, entry.columns);
+        audit::record(&pod, &caller, Action::TableAlter, &entry.full_name, detail).await;
+        table_info(&entry)
+    };
+    respond(altered.await)
 }
 
 /// DELETE a table: catalog entry, sink and data.

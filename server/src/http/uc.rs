@@ -61,6 +61,10 @@ pub struct TableInfo {
     pub table_id: String,
     /// Creation time (ms since the epoch).
     pub created_at: i64,
+    /// Delta version of the last `sluice table alter` (0: none); an alter can
+    /// name it (`expected_schema_version`) to be refused if the table changed.
+    #[serde(default)]
+    pub schema_version: i64,
 }
 
 /// UC `type_name` of a column type.
@@ -124,6 +128,7 @@ pub fn table_info(entry: &TableEntry) -> Result<TableInfo> {
         storage_location: entry.storage_location.clone(),
         table_id: entry.table_id.clone(),
         created_at: entry.created_at,
+        schema_version: entry.schema_version,
     })
 }
 
@@ -138,6 +143,8 @@ pub fn error_response(e: &ServerError) -> Response {
         ServerError::Unauthenticated(_) => (StatusCode::UNAUTHORIZED, "UNAUTHENTICATED"),
         ServerError::PermissionDenied(_) => (StatusCode::FORBIDDEN, "PERMISSION_DENIED"),
         ServerError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "TEMPORARILY_UNAVAILABLE"),
+        ServerError::FailedPrecondition(_) => (StatusCode::CONFLICT, "FAILED_PRECONDITION"),
+        ServerError::Unimplemented(_) => (StatusCode::NOT_IMPLEMENTED, "NOT_IMPLEMENTED"),
         _ => (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL_ERROR"),
     };
     (

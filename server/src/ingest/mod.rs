@@ -1,6 +1,7 @@
 //! The Zerobus gRPC service: stream set-up, per-stream ingest loops, acks.
 
 pub(crate) mod acks;
+mod auto_evolve;
 pub mod handover;
 pub(crate) mod inbound;
 pub(crate) mod open;

@@ -27,6 +27,9 @@ pub struct OpenedStream {
     pub parser: RequestParser,
     /// The persistent stream this connection writes (None: ephemeral).
     pub persistent: Option<Arc<str>>,
+    /// The table schema the parser's builder was made for (the table's at
+    /// the open, or after an auto-evolve of this stream).
+    pub built_for: Arc<sluice_zeroparser::TableSchema>,
 }
 
 /// Validates the request and logs the stream-open frame.
@@ -143,7 +146,7 @@ pub fn arrow_only_by_flight(what: &str) -> ServerError {
 
 /// Compiles `descriptor` against the table of `sink`.
 pub fn compile(descriptor: &[u8], sink: &SharedSink, what: &str) -> Result<ProtoPlan> {
-    ProtoPlan::compile(descriptor, sink.schema()).map_err(|e| {
+    ProtoPlan::compile(descriptor, &sink.schema()).map_err(|e| {
         ServerError::InvalidArgument(format!(
             "{what}: descriptor does not fit table `{}`: {e}",
             sink.name()
@@ -190,7 +193,8 @@ pub async fn log_open(
         plan,
         descriptor,
     } = checked;
-    let builder = sink.batch_builder()?;
+    let built_for = sink.schema();
+    let builder = sink.batch_builder_for(&built_for)?;
     let key = log_open_frame(pod, &sink, format, descriptor, persistent.as_deref()).await?;
     Ok(OpenedStream {
         key,
@@ -201,5 +205,6 @@ pub async fn log_open(
         sink,
         parser: RequestParser::new(format, plan, builder, pod.config.limits.max_record_bytes),
         persistent,
+        built_for,
     })
 }

@@ -69,6 +69,17 @@ impl RequestParser {
         self.builder.len()
     }
 
+    /// Whether the stream sends JSON records.
+    pub fn is_json(&self) -> bool {
+        self.format == RecordFormat::Json
+    }
+
+    /// Builds the next rows with `builder` (the table's, after its schema
+    /// changed); the current builder must be empty (after `finish`).
+    pub fn set_builder(&mut self, builder: RecordBatchBuilder) {
+        self.builder = builder;
+    }
+
     /// Takes the builder's rows as one batch.
     pub fn finish(&mut self) -> arrow_array::RecordBatch {
         self.builder.finish()

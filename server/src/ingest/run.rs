@@ -13,6 +13,7 @@ use futures::FutureExt;
 use sluice_proto::EphemeralStreamRequest;
 
 use super::acks::Acks;
+use super::auto_evolve;
 use super::inbound::Inbound;
 use super::open::OpenedStream;
 use super::request::request_bytes;
@@ -74,7 +75,11 @@ pub async fn wait_to_append(
         .await;
 }
 
-/// Parses, logs and appends one run of requests of `stream`.
+/// Parses, logs and appends one run of requests of `stream`. On a table with
+/// `sluice.autoEvolve = add-columns`, a JSON request with top-level keys the
+/// stream's columns lack first gets them (`auto_evolve`): the requests
+/// before it are logged, the table evolves, the stream's builder is made for
+/// the new schema and the run goes on from that request.
 pub async fn process_run(
     pod: &Pod,
     stream: &mut OpenedStream,
@@ -82,17 +87,43 @@ pub async fn process_run(
     acks: &mut Acks,
     run: Vec<EphemeralStreamRequest>,
 ) -> Result<()> {
+    let mut run = run;
+    loop {
+        match process_part(pod, stream, slot, acks, run).await? {
+            None => return Ok(()),
+            Some(rest) => run = rest,
+        }
+    }
+}
+
+/// [`process_run`] up to the end of the run, its first failure or the first
+/// request that needs new columns; `Some(rest)`: the table evolved for that
+/// request, which with the requests after it is `rest`.
+async fn process_part(
+    pod: &Pod,
+    stream: &mut OpenedStream,
+    slot: &StreamSlot,
+    acks: &mut Acks,
+    run: Vec<EphemeralStreamRequest>,
+) -> Result<Option<Vec<EphemeralStreamRequest>>> {
+    let auto_evolve = stream.parser.is_json() && stream.sink.auto_evolve();
     let mut records: Vec<(i64, Bytes)> = Vec::new();
     let mut last_ok = None;
     let mut rows_ok = 0;
     let mut failure: Option<ServerError> = None;
+    let mut evolve_for: Option<EphemeralStreamRequest> = None;
     let mut resent = None;
     let mut resent_requests = 0u64;
-    for request in run {
+    let mut requests = run.into_iter();
+    for request in requests.by_ref() {
         if let Some(offset) = stream.parser.already_durable(&request) {
             resent = resent.max(Some(offset));
             resent_requests += 1;
             continue;
+        }
+        if auto_evolve && auto_evolve::needs_columns(&stream.built_for, &request) {
+            evolve_for = Some(request);
+            break;
         }
         match stream.parser.parse(request, &mut records) {
             Ok(offset) => {
@@ -143,8 +174,25 @@ pub async fn process_run(
         }
         acks.logged(lsn, last_offset, record_bytes);
     }
+    if let Some(request) = evolve_for {
+        auto_evolve::evolve_for(pod, &stream.sink, &request).await?;
+        let schema = stream.sink.schema();
+        if auto_evolve::needs_columns(&schema, &request) {
+            return Err(ServerError::Internal(format!(
+                "auto-evolve of {} did not add the columns a record needs",
+                stream.sink.name()
+            )));
+        }
+        stream
+            .parser
+            .set_builder(stream.sink.batch_builder_for(&schema)?);
+        stream.built_for = schema;
+        let mut rest = vec![request];
+        rest.extend(requests);
+        return Ok(Some(rest));
+    }
     match failure {
         Some(e) => Err(e),
-        None => Ok(()),
+        None => Ok(None),
     }
 }

@@ -147,17 +147,18 @@ pub fn replay(wal: &Wal, sinks: &Sinks, registry: &StreamRegistry) -> Result<Rep
         }
         let plan = stream.plan.get_or_insert_with(|| match stream.open.format {
             RecordFormat::Json | RecordFormat::Arrow => None,
-            RecordFormat::Proto => match ProtoPlan::compile(&stream.open.descriptor, sink.schema())
-            {
-                Ok(p) => Some(p),
-                Err(e) => {
-                    tracing::error!(
-                        table = sink.name(),
-                        "replay: descriptor no longer fits: {e}"
-                    );
-                    None
+            RecordFormat::Proto => {
+                match ProtoPlan::compile(&stream.open.descriptor, &sink.schema()) {
+                    Ok(p) => Some(p),
+                    Err(e) => {
+                        tracing::error!(
+                            table = sink.name(),
+                            "replay: descriptor no longer fits: {e}"
+                        );
+                        None
+                    }
                 }
-            },
+            }
         });
         let builder = match builders.entry(sink.name().to_string()) {
             Entry::Occupied(at) => at.into_mut(),
@@ -227,7 +228,7 @@ fn replay_arrow(
         let fitted = schema_of(&stream.open.descriptor)
             .map_err(|e| e.to_string())
             .and_then(|schema| {
-                let conform = Conform::new(sink.schema(), &schema, target)?;
+                let conform = Conform::new(&sink.schema(), &schema, target)?;
                 Ok((Arc::new(schema), conform))
             });
         stream.arrow = Some(match fitted {

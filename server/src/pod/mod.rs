@@ -108,6 +108,7 @@ impl Pod {
     /// (cluster mode: the catalog is shared) gets its sink opened on first use.
     pub async fn sink_for(&self, table: &str) -> Result<Option<SharedSink>> {
         if let Some(sink) = self.sinks.get(table) {
+            self.apply_schema(&sink).await?;
             return Ok(Some(sink));
         }
         let Some(entry) = self.catalog.table(table)? else {
@@ -117,10 +118,34 @@ impl Pod {
         if let Some(sink) = self.sinks.get(table) {
             return Ok(Some(sink));
         }
+        let entry = crate::evolve::settle(&self.catalog, &self.warehouse, entry).await?;
         let sink = Arc::new(open_sink(self.sink_env(), &entry).await?);
         self.sinks.insert(sink.clone())?;
         tracing::info!(table = %entry.full_name, "opened the sink of a table created elsewhere");
         Ok(Some(sink))
+    }
+
+    /// Applies the catalog's columns of `sink`'s table when they differ from
+    /// the sink's (an alter on another pod, seen through the catalog watch),
+    /// so a stream opening now compiles against the table as it is.
+    async fn apply_schema(&self, sink: &SharedSink) -> Result<()> {
+        let Some(entry) = self.catalog.table(sink.name())? else {
+            return Ok(());
+        };
+        sink.set_auto_evolve(entry.auto_evolve());
+        if entry.columns == sink.schema().to_sql() {
+            return Ok(());
+        }
+        let _ddl = self.ddl.lock().await;
+        let Some(entry) = self.catalog.table(sink.name())? else {
+            return Ok(());
+        };
+        let schema = entry.schema()?;
+        if *sink.schema() != schema {
+            sink.evolve(schema).await?;
+            tracing::info!(table = %entry.full_name, schema_version = entry.schema_version, columns = %entry.columns, "applied the table's new schema");
+        }
+        Ok(())
     }
 }
 
@@ -160,12 +185,14 @@ pub async fn open_sink(env: SinkEnv<'_>, entry: &TableEntry) -> Result<TableSink
         commit: config.committer(),
         elected: roles.map(|r| Arc::new(r.clone()) as Arc<dyn HandOffRoute>),
     };
-    Ok(TableSink::new(
+    let sink = TableSink::new(
         entry.full_name.clone(),
         entry.schema()?,
         delta,
         wal.clone(),
         committed,
         options,
-    ))
+    );
+    sink.set_auto_evolve(entry.auto_evolve());
+    Ok(sink)
 }

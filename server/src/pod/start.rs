@@ -91,6 +91,7 @@ impl Pod {
             _ => None,
         };
         for entry in catalog.tables()? {
+            let entry = crate::evolve::settle(&catalog, &warehouse, entry).await?;
             let env = SinkEnv {
                 warehouse: &warehouse,
                 wal: &wal,

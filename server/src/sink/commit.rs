@@ -55,6 +55,12 @@ pub(crate) fn layout_writer(table: &DeltaTable) -> Result<RecordBatchWriter> {
 /// returns their Add actions (for a hand-off to the table's committer).
 pub async fn write_files(table: &DeltaTable, batch: RecordBatch) -> Result<Vec<Add>> {
     let mut writer = layout_writer(table)?;
+    let target = writer.arrow_schema();
+    let batch = if super::fit::all_fit(&[&batch], &target) {
+        batch
+    } else {
+        super::fit::fit_batch(&batch, &target)?
+    };
     writer.write(batch).await?;
     Ok(writer.flush().await?)
 }

@@ -49,3 +49,19 @@ pub fn delta_fields(columns: &[Column]) -> Result<Vec<StructField>> {
         })
         .collect()
 }
+
+/// The Delta columns of a table: its own, then `_rescued_data`, then the
+/// system columns (each as `added` says).
+pub fn delta_columns(
+    schema: &sluice_zeroparser::TableSchema,
+    added: super::table_sink::AddedColumns,
+) -> Result<Vec<StructField>> {
+    let mut fields = delta_fields(&schema.columns)?;
+    if added.rescued_data {
+        fields.push(super::rescued_data::delta_field());
+    }
+    if added.system_columns {
+        fields.extend(super::system_columns::delta_fields());
+    }
+    Ok(fields)
+}

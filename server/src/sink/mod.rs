@@ -11,6 +11,7 @@
 mod commit;
 mod delta_schema;
 pub(crate) mod file_layout;
+mod fit;
 pub mod open_frames;
 pub mod rescued_data;
 pub mod stream_txns;
@@ -20,7 +21,7 @@ pub mod upkeep;
 
 pub use crate::commit::COMMIT_RETRIES;
 pub use commit::{commit_append, write_files, AppendCommit, CommittedAppend};
-pub use delta_schema::{delta_fields, delta_type};
+pub use delta_schema::{delta_columns, delta_fields, delta_type};
 use open_frames::OpenFrames;
 pub use stream_txns::StreamMark;
 pub use table_sink::{open_table, AddedColumns, FlushOutcome, SharedSink, SinkOptions, TableSink};

@@ -58,6 +58,10 @@ struct Staged {
     batch: RecordBatch,
 }
 
+/// How many times one hand-off's rows are written again (a file gone, the
+/// table altered meanwhile) before the hand-off is kept for the next flush.
+const REWRITES: usize = 3;
+
 /// The columns the server adds after a table's own, in this order (each
 /// opt-in per table, recorded in its catalog entry).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -72,7 +76,9 @@ pub struct AddedColumns {
 /// The sink of one table.
 pub struct TableSink {
     name: String,
-    schema: TableSchema,
+    /// The table's columns as the catalog has them now (`evolve` swaps them
+    /// after `sluice table alter`); streams compile against them at open.
+    schema: std::sync::RwLock<Arc<TableSchema>>,
     memtable: Mutex<Memtable>,
     delta: tokio::sync::Mutex<DeltaTable>,
     /// The pod's WAL: every append is logged here first.
@@ -94,6 +100,10 @@ pub struct TableSink {
     committer: CommitRoute,
     /// The pod named in hand-offs.
     pod_id: String,
+    /// Whether JSON records with unknown keys add columns (`sluice.autoEvolve`).
+    auto_evolve: AtomicBool,
+    /// When an unknown key last added columns (auto-evolve is paced per table).
+    last_auto_evolve: Mutex<Option<Instant>>,
 }
 
 /// How a sink flushes and hands off, beside its table and WAL.
@@ -141,7 +151,7 @@ impl TableSink {
         TableSink {
             added: options.added,
             name,
-            schema,
+            schema: std::sync::RwLock::new(Arc::new(schema)),
             memtable: Mutex::new(Memtable::default()),
             upkeep: super::upkeep::Upkeep::new(delta.clone()),
             delta: tokio::sync::Mutex::new(delta),
@@ -153,7 +163,31 @@ impl TableSink {
             flush_bytes: options.flush_bytes,
             committer,
             pod_id: options.pod_id,
+            auto_evolve: AtomicBool::new(false),
+            last_auto_evolve: Mutex::new(None),
         }
+    }
+
+    /// Whether JSON records with unknown top-level keys add columns.
+    pub fn auto_evolve(&self) -> bool {
+        self.auto_evolve.load(Ordering::Acquire)
+    }
+
+    /// Sets whether JSON records with unknown top-level keys add columns.
+    pub fn set_auto_evolve(&self, on: bool) {
+        self.auto_evolve.store(on, Ordering::Release);
+    }
+
+    /// Paces auto-evolve: returns how long to wait before the next change
+    /// (at most one per `interval`), and books the slot.
+    pub fn book_auto_evolve(&self, interval: std::time::Duration) -> std::time::Duration {
+        let Ok(mut last) = self.last_auto_evolve.lock() else {
+            return interval;
+        };
+        let now = Instant::now();
+        let at = last.map_or(now, |t| (t + interval).max(now));
+        *last = Some(at);
+        at - now
     }
 
     /// Full table name.
@@ -161,19 +195,43 @@ impl TableSink {
         &self.name
     }
 
-    /// The table schema.
-    pub fn schema(&self) -> &TableSchema {
-        &self.schema
+    /// The table schema (the newest this pod applied).
+    pub fn schema(&self) -> Arc<TableSchema> {
+        match self.schema.read() {
+            Ok(s) => s.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Applies a changed schema of the table (after `sluice table alter`,
+    /// here or on another pod): the table handle is reloaded so that the
+    /// next files are written with the new Delta schema, and streams opened
+    /// from now on compile against `schema`. Streams already open keep their
+    /// rows' shape; a flush fits them to the new schema (`fit`).
+    pub async fn evolve(&self, schema: TableSchema) -> Result<()> {
+        let mut delta = self.delta.lock().await;
+        crate::commit::reload(&mut delta).await?;
+        let mut current = self
+            .schema
+            .write()
+            .map_err(|_| ServerError::Internal(format!("schema of {} poisoned", self.name)))?;
+        *current = Arc::new(schema);
+        Ok(())
     }
 
     /// A builder for this table's rows: the table's columns, then
     /// `_rescued_data` if the table keeps it (the system columns are added by
     /// [`with_system_columns`](Self::with_system_columns)).
     pub fn batch_builder(&self) -> Result<RecordBatchBuilder> {
+        self.batch_builder_for(&self.schema())
+    }
+
+    /// [`batch_builder`](Self::batch_builder) for `schema` (one the sink had).
+    pub fn batch_builder_for(&self, schema: &TableSchema) -> Result<RecordBatchBuilder> {
         if !self.added.rescued_data {
-            return Ok(RecordBatchBuilder::new(&self.schema));
+            return Ok(RecordBatchBuilder::new(schema));
         }
-        RecordBatchBuilder::with_rescued_data(&self.schema)
+        RecordBatchBuilder::with_rescued_data(schema)
             .map_err(|e| ServerError::Internal(format!("table {}: {e}", self.name)))
     }
 
@@ -328,14 +386,14 @@ impl TableSink {
     /// Commits everything in the memtable to Delta: first a hand-off still
     /// unanswered (same files), then the memtable's rows as new files.
     pub async fn flush(&self) -> Result<FlushOutcome> {
-        let delta = self.delta.lock().await;
+        let mut delta = self.delta.lock().await;
         let mut outcome = FlushOutcome::default();
         let staged = self.lock()?.staged.take();
         if let Some(staged) = staged {
             if self.is_dropped() {
                 return Ok(outcome);
             }
-            outcome = self.hand_off(&delta, staged).await?;
+            outcome = self.hand_off(&mut delta, staged).await?;
         }
         let (batches, marks, last_lsn) = {
             let mut m = self.lock()?;
@@ -360,11 +418,15 @@ impl TableSink {
         let rows: usize = batches.iter().map(|(b, _)| b.num_rows()).sum();
         let written = async {
             self.wal.wait_durable(last_lsn).await?;
-            let batch = concat(&batches)?;
-            Ok::<_, ServerError>((write_files(&delta, batch.clone()).await?, batch))
+            let batch = concat(
+                &batches,
+                &super::commit::layout_writer(&delta)?.arrow_schema(),
+            )?;
+            let schema_id = crate::commit::schema_id(&delta)?;
+            Ok::<_, ServerError>((write_files(&delta, batch.clone()).await?, batch, schema_id))
         }
         .await;
-        let (adds, batch) = match written {
+        let (adds, batch, schema_id) = match written {
             Ok(written) => written,
             Err(e) => {
                 // Put the rows back in front, in order, for the next flush.
@@ -395,10 +457,11 @@ impl TableSink {
             to_lsn: last_lsn,
             adds,
             streams: stream_offsets(&marks),
+            schema_id,
         };
         let next = self
             .hand_off(
-                &delta,
+                &mut delta,
                 Staged {
                     handoff,
                     rows,
@@ -415,22 +478,42 @@ impl TableSink {
     /// Hands `staged` to the committer and waits for the answer. On a
     /// refusal or failure it stays staged, to be sent again unchanged — but
     /// when the committer finds one of its files gone (deleted before the
-    /// commit), its rows are written again as new files and the same WAL
-    /// range is sent with them at once, so the rows are never stuck.
-    async fn hand_off(&self, delta: &DeltaTable, mut staged: Staged) -> Result<FlushOutcome> {
+    /// commit) or written under a schema the table no longer has (altered
+    /// meanwhile: the schema fence), its rows are written again as new files
+    /// (under the table's schema, reloaded) and the same WAL range is sent
+    /// with them at once, so the rows are never stuck.
+    async fn hand_off(&self, delta: &mut DeltaTable, mut staged: Staged) -> Result<FlushOutcome> {
         self.lock()?.flushing = true;
         let started = Instant::now();
         let mut answer = self.committer.hand_off(delta, staged.handoff.clone()).await;
-        if let Err(HandOffError::MissingFile { path, .. }) = &answer {
-            match write_files(delta, staged.batch.clone()).await {
-                Ok(adds) => {
-                    tracing::warn!(table = %self.name, %path, "a handed-off file is gone; its rows are written again as new files");
+        for _ in 0..REWRITES {
+            let why = match &answer {
+                Err(HandOffError::MissingFile { path, .. }) => format!("file {path} is gone"),
+                Err(e @ HandOffError::StaleSchema { .. }) => {
+                    if let Err(e) = crate::commit::reload(delta).await {
+                        tracing::warn!(table = %self.name, "reloading the table failed: {e}");
+                        break;
+                    }
+                    e.to_string()
+                }
+                _ => break,
+            };
+            let rewritten = async {
+                let schema_id = crate::commit::schema_id(delta)?;
+                Ok::<_, ServerError>((write_files(delta, staged.batch.clone()).await?, schema_id))
+            }
+            .await;
+            match rewritten {
+                Ok((adds, schema_id)) => {
+                    tracing::warn!(table = %self.name, "a hand-off's {why}; its rows are written again as new files");
                     metrics::counter!("sluice_sink_files_rewritten_total").increment(1);
                     staged.handoff.adds = adds;
+                    staged.handoff.schema_id = schema_id;
                     answer = self.committer.hand_off(delta, staged.handoff.clone()).await;
                 }
                 Err(e) => {
-                    tracing::warn!(table = %self.name, %path, "rewriting the files of a hand-off failed: {e}");
+                    tracing::warn!(table = %self.name, "rewriting the files of a hand-off failed ({why}): {e}");
+                    break;
                 }
             }
         }
@@ -476,13 +559,23 @@ fn stream_offsets(marks: &[(Lsn, StreamMark)]) -> Vec<(String, i64)> {
     highest
 }
 
-/// The memtable's batches as one.
-fn concat(batches: &[(RecordBatch, Lsn)]) -> Result<RecordBatch> {
+/// The memtable's batches as one; batches of an older schema than the
+/// table's (`target`, the writer's) are fitted to it first.
+fn concat(batches: &[(RecordBatch, Lsn)], target: &arrow_schema::SchemaRef) -> Result<RecordBatch> {
     let schema = batches
         .first()
         .map(|(b, _)| b.schema())
         .ok_or_else(|| ServerError::Internal("flush of no batches".into()))?;
-    deltalake::arrow::compute::concat_batches(&schema, batches.iter().map(|(b, _)| b))
+    let refs: Vec<&RecordBatch> = batches.iter().map(|(b, _)| b).collect();
+    if super::fit::all_fit(&refs, target) {
+        return deltalake::arrow::compute::concat_batches(&schema, refs)
+            .map_err(|e| ServerError::Internal(format!("concatenating memtable batches: {e}")));
+    }
+    let fitted = refs
+        .iter()
+        .map(|b| super::fit::fit_batch(b, target))
+        .collect::<Result<Vec<_>>>()?;
+    deltalake::arrow::compute::concat_batches(target, &fitted)
         .map_err(|e| ServerError::Internal(format!("concatenating memtable batches: {e}")))
 }
 
@@ -520,35 +613,68 @@ mod tests {
             .count()
     }
 
+    /// A sink of `main.s.t` (`id BIGINT NOT NULL`, in-process committer) whose
+    /// memtable holds ids 1, 2, 3 (logged at `lsn`).
+    struct Setup {
+        dir: tempfile::TempDir,
+        warehouse: Warehouse,
+        url: url::Url,
+        sink: TableSink,
+        lsn: sluice_wal::Lsn,
+        schema: TableSchema,
+    }
+
+    impl Setup {
+        async fn new() -> Setup {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let warehouse = Warehouse::parse(None, &dir.path().join("wh"), &S3Settings::default())
+                .expect("warehouse");
+            let url = warehouse.table_url("main", "s", "t").expect("url");
+            let table = warehouse.create_for_test(&url, "id BIGINT NOT NULL").await;
+            let (wal, _) = Wal::open(WalOptions::new(dir.path().join("wal"))).expect("wal");
+            let options = SinkOptions {
+                flush_bytes: 1 << 20,
+                added: Default::default(),
+                pod_id: "p".into(),
+                commit: CommitterConfig {
+                    interval: Duration::from_millis(10),
+                    ..CommitterConfig::default()
+                },
+                elected: None,
+            };
+            let schema = TableSchema::parse("id BIGINT NOT NULL").expect("schema");
+            let sink = TableSink::new("main.s.t".into(), schema.clone(), table, wal, 0, options);
+            let arrow = sink.schema().arrow_schema();
+            let batch =
+                RecordBatch::try_new(arrow, vec![Arc::new(Int64Array::from(vec![1, 2, 3]))])
+                    .expect("batch");
+            let lsn = sink
+                .append(KIND_RECORDS, vec![0; 16], Some(batch))
+                .await
+                .expect("append");
+            Setup {
+                dir,
+                warehouse,
+                url,
+                sink,
+                lsn,
+                schema,
+            }
+        }
+    }
+
     /// A hand-off that fails is kept and sent again with the same files: no
     /// second Parquet file, one commit, the committed LSN only after it.
     #[tokio::test]
     async fn a_failed_hand_off_is_sent_again_with_the_same_files() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let warehouse = Warehouse::parse(None, &dir.path().join("wh"), &S3Settings::default())
-            .expect("warehouse");
-        let url = warehouse.table_url("main", "s", "t").expect("url");
-        let table = warehouse.create_for_test(&url, "id BIGINT NOT NULL").await;
-        let (wal, _) = Wal::open(WalOptions::new(dir.path().join("wal"))).expect("wal");
-        let options = SinkOptions {
-            flush_bytes: 1 << 20,
-            added: Default::default(),
-            pod_id: "p".into(),
-            commit: CommitterConfig {
-                interval: Duration::from_millis(10),
-                ..CommitterConfig::default()
-            },
-            elected: None,
-        };
-        let schema = TableSchema::parse("id BIGINT NOT NULL").expect("schema");
-        let sink = TableSink::new("main.s.t".into(), schema, table, wal, 0, options);
-        let arrow = sink.schema().arrow_schema();
-        let batch = RecordBatch::try_new(arrow, vec![Arc::new(Int64Array::from(vec![1, 2, 3]))])
-            .expect("batch");
-        let lsn = sink
-            .append(KIND_RECORDS, vec![0; 16], Some(batch))
-            .await
-            .expect("append");
+        let Setup {
+            dir: _dir,
+            warehouse,
+            url,
+            sink,
+            lsn,
+            ..
+        } = Setup::new().await;
 
         // The log cannot be written: the hand-off fails after its file was written.
         let location = url.to_file_path().expect("local table");
@@ -584,31 +710,14 @@ mod tests {
     /// again from its rows and committed once: no row stuck, none twice.
     #[tokio::test]
     async fn a_hand_off_whose_file_is_gone_is_written_again_and_committed_once() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let warehouse = Warehouse::parse(None, &dir.path().join("wh"), &S3Settings::default())
-            .expect("warehouse");
-        let url = warehouse.table_url("main", "s", "t").expect("url");
-        let table = warehouse.create_for_test(&url, "id BIGINT NOT NULL").await;
-        let (wal, _) = Wal::open(WalOptions::new(dir.path().join("wal"))).expect("wal");
-        let options = SinkOptions {
-            flush_bytes: 1 << 20,
-            added: Default::default(),
-            pod_id: "p".into(),
-            commit: CommitterConfig {
-                interval: Duration::from_millis(10),
-                ..CommitterConfig::default()
-            },
-            elected: None,
-        };
-        let schema = TableSchema::parse("id BIGINT NOT NULL").expect("schema");
-        let sink = TableSink::new("main.s.t".into(), schema, table, wal, 0, options);
-        let arrow = sink.schema().arrow_schema();
-        let batch = RecordBatch::try_new(arrow, vec![Arc::new(Int64Array::from(vec![1, 2, 3]))])
-            .expect("batch");
-        let lsn = sink
-            .append(KIND_RECORDS, vec![0; 16], Some(batch))
-            .await
-            .expect("append");
+        let Setup {
+            dir: _dir,
+            warehouse,
+            url,
+            sink,
+            lsn,
+            ..
+        } = Setup::new().await;
 
         // The first hand-off fails (the log is blocked), so it stays staged ...
         let location = url.to_file_path().expect("local table");
@@ -645,6 +754,61 @@ mod tests {
         assert!(
             location.join(&live[0]).exists(),
             "the committed file exists"
+        );
+    }
+
+    /// The table is altered between a flush's write and its commit (here:
+    /// behind the sink's back, as another pod would): the committer refuses
+    /// the hand-off (schema fence), the sink writes the rows again under the
+    /// new schema and they land once. The committed file carries the new
+    /// column; the stale one stays out of the log.
+    #[tokio::test]
+    async fn a_hand_off_written_before_an_alter_is_written_again_under_the_new_schema() {
+        let Setup {
+            dir: _dir,
+            warehouse,
+            url,
+            sink,
+            lsn,
+            schema,
+        } = Setup::new().await;
+
+        let mut other = warehouse.open(&url).await.expect("open");
+        let added = super::AddedColumns::default();
+        let old = crate::sink::delta_columns(&schema, added).expect("old");
+        let new = TableSchema::parse("id BIGINT NOT NULL, humidity DOUBLE").expect("schema");
+        let next = crate::sink::delta_columns(&new, added).expect("next");
+        crate::evolve::delta::commit_schema(
+            &mut other,
+            "main.s.t",
+            &old,
+            &next,
+            &Default::default(),
+            &next[1..],
+        )
+        .await
+        .expect("alter");
+
+        let out = sink.flush().await.expect("written again and committed");
+        assert_eq!(out.rows, 3);
+        assert_eq!(sink.committed_lsn(), lsn);
+        let delta = warehouse.open(&url).await.expect("open");
+        let snapshot = delta.snapshot().expect("snapshot");
+        let stats: Vec<String> = snapshot
+            .log_data()
+            .iter()
+            .map(|f| f.stats().unwrap_or_default())
+            .collect();
+        assert_eq!(stats.len(), 1, "one file committed: {stats:?}");
+        assert!(
+            stats[0].contains("humidity"),
+            "the committed file was written under the new schema: {stats:?}"
+        );
+        let location = url.to_file_path().expect("local table");
+        assert_eq!(
+            parquet_files(&location),
+            2,
+            "the stale file stays out of the log"
         );
     }
 }

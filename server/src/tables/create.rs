@@ -81,6 +81,9 @@ pub async fn create_table(pod: &Pod, caller: &Caller, new: NewTable) -> Result<T
         created_at: now_millis(),
         system_columns: added.system_columns,
         rescued_data: added.rescued_data,
+        schema_version: 0,
+        pending_columns: None,
+        properties: Default::default(),
     })?;
     let sink = open_sink(pod.sink_env(), &entry).await?;
     pod.sinks.insert(Arc::new(sink))?;

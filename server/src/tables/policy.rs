@@ -4,11 +4,10 @@
 
 use std::collections::HashMap;
 
-use deltalake::kernel::StructField;
 use sluice_zeroparser::TableSchema;
 
 use crate::error::{Result, ServerError};
-use crate::sink::{delta_fields, rescued_data, system_columns};
+use crate::sink::{rescued_data, system_columns};
 
 /// Checks and splits `catalog.schema.table` (names: letters, digits, `_`),
 /// lowercased.
@@ -61,21 +60,7 @@ pub fn added_columns(
     Ok(added)
 }
 
-/// The Delta columns of a table: its own, then `_rescued_data`, then the
-/// system columns.
-pub fn delta_columns(
-    schema: &TableSchema,
-    added: crate::sink::AddedColumns,
-) -> Result<Vec<StructField>> {
-    let mut fields = delta_fields(&schema.columns)?;
-    if added.rescued_data {
-        fields.push(rescued_data::delta_field());
-    }
-    if added.system_columns {
-        fields.extend(system_columns::delta_fields());
-    }
-    Ok(fields)
-}
+pub use crate::sink::delta_columns;
 
 /// The `delta.*` properties, which go to a new Delta table's configuration.
 pub fn delta_configuration(

@@ -44,6 +44,9 @@ async fn two_pods_sharing_the_etcd_catalog_see_each_others_changes_and_lose_none
         created_at: 0,
         system_columns: false,
         rescued_data: false,
+        schema_version: 0,
+        pending_columns: None,
+        properties: Default::default(),
     })
     .expect("create");
     // B learns of the change through its watch (or at the latest on its next conditional write).

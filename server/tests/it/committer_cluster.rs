@@ -370,3 +370,142 @@ async fn a_busy_committer_makes_the_pods_back_off_and_the_producers_see_no_error
     drop(pods);
     drop(etcd);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alter_under_load_reaches_every_pod_and_no_file_of_the_old_schema_is_committed_after_it()
+{
+    let dir = tempfile::tempdir().expect("tempdir");
+    let table = "main.elect.evolve";
+    let (etcd, pods, location) = cluster(dir.path(), 3, table).await;
+    let urls: Vec<String> = pods.iter().map(|p| p.url.clone()).collect();
+    let load = Load::start(&urls, 2, table).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The alter goes through pod 1 while every pod streams and hands off.
+    let out = pods[1].cli(&["table", "alter", table, "--add-columns", "note STRING"]);
+    assert!(
+        out.status.success(),
+        "alter: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let info = pods[1].table_info(table).await;
+    let version = info["schema_version"].as_u64().expect("schema version");
+    // Every pod accepts a new stream writing the new column at once (its catalog watch
+    // brought the change; the stream open applies it).
+    let mut extra = 0;
+    for (p, url) in urls.iter().enumerate() {
+        let mut stream = crate::harness::admin_json_stream(&sdk_at(url), table).await;
+        for i in 0..3i64 {
+            let id = 9_000_000_000_000 + (p as i64) * 100 + i;
+            let record =
+                serde_json::json!({"id": id, "stream": -1, "seq": i, "note": format!("pod {p}")});
+            stream
+                .ingest_record_offset(databricks_zerobus_ingest_sdk::JsonString(
+                    record.to_string(),
+                ))
+                .await
+                .expect("a record with the new column");
+            extra += 1;
+        }
+        stream.flush().await.expect("acked");
+        stream.close().await.expect("close");
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (ledgers, sent) = load.finish(|| logs(&pods)).await;
+    let verdict = settle(&ledgers, &location, &HashSet::new()).await;
+    eprintln!(
+        "evolve under load: {sent} records + {extra} with the new column; alter at version \
+         {version}; {}",
+        verdict.summary()
+    );
+    verdict.assert_holds();
+    assert!(verdict.duplicates.is_empty(), "no row twice");
+    let after: Vec<(u64, String)> = log_commits(&location)
+        .into_iter()
+        .filter(|c| c.version > version)
+        .flat_map(|c| c.stats.into_iter().map(move |s| (c.version, s)))
+        .collect();
+    assert!(!after.is_empty(), "data was committed after the alter");
+    for (v, stats) in &after {
+        assert!(
+            stats.contains("\"note\""),
+            "commit {v} after the alter (version {version}) holds a file written without \
+             the new column: {stats}\n{}",
+            logs(&pods)
+        );
+    }
+    let rows = crate::rows::rows_as_json(&crate::harness::read_delta(&location).await);
+    let notes = rows.iter().filter(|r| r["note"].is_string()).count();
+    assert_eq!(
+        notes, extra,
+        "every record of the new column landed with it"
+    );
+    drop(pods);
+    drop(etcd);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_alters_through_two_pods_never_lose_a_change_and_leave_one_schema() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let table = "main.elect.alters";
+    let (etcd, pods, location) = cluster(dir.path(), 3, table).await;
+    let mut outcomes = Vec::new();
+    for round in 0..4 {
+        let (a, b) = (format!("a{round} DOUBLE"), format!("b{round} DOUBLE"));
+        let (url_a, url_b) = (pods[0].url.clone(), pods[2].url.clone());
+        let alter = |url: String, columns: String| {
+            tokio::task::spawn_blocking(move || {
+                crate::harness::cli_at(&url, &["table", "alter", table, "--add-columns", &columns])
+            })
+        };
+        let (ra, rb) = tokio::join!(alter(url_a, a.clone()), alter(url_b, b.clone()));
+        for (columns, out) in [(a, ra.expect("join")), (b, rb.expect("join"))] {
+            let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+            assert!(
+                out.status.success() || stderr.contains("changed meanwhile"),
+                "an alter either lands or is refused as stale: {stderr}"
+            );
+            outcomes.push((columns, out.status.success()));
+        }
+    }
+    // Every pod shows the same columns, the Delta table has exactly them, and every alter
+    // answered 200 is in them.
+    let mut seen = Vec::new();
+    for pod in &pods {
+        let info = pod.table_info(table).await;
+        let names: Vec<String> = info["columns"]
+            .as_array()
+            .expect("columns")
+            .iter()
+            .map(|c| c["name"].as_str().expect("name").to_string())
+            .collect();
+        seen.push(names);
+    }
+    assert!(seen.windows(2).all(|w| w[0] == w[1]), "{seen:?}");
+    let delta = deltalake::open_table(url::Url::parse(&location).expect("url"))
+        .await
+        .expect("open");
+    let delta_names: Vec<String> = delta
+        .snapshot()
+        .expect("snapshot")
+        .schema()
+        .fields()
+        .map(|f| f.name().clone())
+        .collect();
+    assert_eq!(
+        delta_names, seen[0],
+        "the catalog and the Delta table agree"
+    );
+    for (columns, landed) in &outcomes {
+        let name = columns.split(' ').next().expect("name");
+        assert_eq!(
+            seen[0].iter().any(|n| n == name),
+            *landed,
+            "{columns}: answered {}, in the table {:?}",
+            if *landed { "200" } else { "409" },
+            seen[0]
+        );
+    }
+    eprintln!("concurrent alters: {outcomes:?}");
+    drop(pods);
+    drop(etcd);
+}

@@ -67,6 +67,7 @@ fn handoff(pod: &str, wal: &str, adds: Vec<String>, epoch: u64) -> HandOffReques
         adds_json: adds,
         streams: Vec::new(),
         epoch,
+        schema_id: String::new(),
     }
 }
 
@@ -192,6 +193,27 @@ async fn hand_off_refusals_over_raw_grpc() {
     assert_eq!(refused.code(), Code::NotFound, "{refused:?}");
     assert!(
         refused.message().contains("not-there.parquet"),
+        "{refused:?}"
+    );
+
+    // Files written under another schema than the table's (an alter committed since).
+    let mut outdated = handoff("tester", "raw-wal-3", vec![add.clone()], epoch);
+    outdated.schema_id = "00000000000000000000000000000000".into();
+    let refused = committer
+        .hand_off(request(&outdated, Some(&token)))
+        .await
+        .expect_err("outdated schema");
+    assert_eq!(refused.code(), Code::FailedPrecondition, "{refused:?}");
+    assert_eq!(
+        refused
+            .metadata()
+            .get("sluice-refusal")
+            .and_then(|v| v.to_str().ok()),
+        Some("stale-schema"),
+        "{refused:?}"
+    );
+    assert!(
+        refused.message().contains("written under schema 0000"),
         "{refused:?}"
     );
 

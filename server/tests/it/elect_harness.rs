@@ -54,6 +54,8 @@ pub struct LogCommit {
     pub adds: usize,
     /// `txn` actions: app id → version.
     pub txns: HashMap<String, i64>,
+    /// The `stats` of each Add action.
+    pub stats: Vec<String>,
 }
 
 impl LogCommit {
@@ -90,11 +92,15 @@ pub fn log_commits(location: &str) -> Vec<LogCommit> {
             timestamp: 0,
             adds: 0,
             txns: HashMap::new(),
+            stats: Vec::new(),
         };
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
             let action: serde_json::Value = serde_json::from_str(line).expect("action json");
             if let Some(add) = action.get("add") {
                 commit.adds += usize::from(add["dataChange"].as_bool().unwrap_or(true));
+                commit
+                    .stats
+                    .push(add["stats"].as_str().unwrap_or_default().to_string());
             }
             if let Some(txn) = action.get("txn") {
                 let app = txn["appId"].as_str().expect("appId").to_string();

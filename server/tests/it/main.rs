@@ -20,6 +20,7 @@ mod disk_full;
 mod doctor;
 mod elect_harness;
 mod etcd_secure;
+mod evolve;
 mod exactly_once;
 mod file_modes;
 mod flight;

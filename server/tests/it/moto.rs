@@ -190,6 +190,12 @@ pub struct PyRead {
 /// Reads the table at `location` with Python `deltalake` and `polars`
 /// (`options`: storage options, `{}` for a local table).
 pub fn python_read(location: &str, options: &Value) -> PyRead {
+    python_read_with(location, options, &[])
+}
+
+/// [`python_read`] with environment variables for `delta_reader.py`
+/// (`SLUICE_POLARS_ROWS=1`: the summary holds every row as polars reads it).
+pub fn python_read_with(location: &str, options: &Value, env: &[(&str, &str)]) -> PyRead {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("rows.arrow");
     let output = Command::new(venv_bin("python", "SLUICE_PYTHON"))
@@ -197,6 +203,7 @@ pub fn python_read(location: &str, options: &Value) -> PyRead {
         .arg(location)
         .arg(&out)
         .env("SLUICE_STORAGE_OPTIONS", options.to_string())
+        .envs(env.iter().copied())
         .output()
         .expect("run delta_reader.py");
     assert!(

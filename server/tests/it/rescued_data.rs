@@ -229,7 +229,7 @@ async fn given_rescued_data_when_records_do_not_fit_then_the_rest_lands_in_rescu
     assert_eq!(again, rows);
 }
 
-async fn push_json_until_rejected(stream: &ZerobusStream, records: &[&str]) -> String {
+pub(crate) async fn push_json_until_rejected(stream: &ZerobusStream, records: &[&str]) -> String {
     for record in records {
         if let Err(e) = stream
             .ingest_record_offset(JsonString((*record).to_string()))

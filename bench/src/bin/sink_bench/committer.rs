@@ -213,6 +213,7 @@ async fn handing_pod(
             to_lsn: lsn + shape.rows_per_flush as u64,
             adds,
             streams: Vec::new(),
+            schema_id: String::new(),
         };
         let mut answered = false;
         for _ in 0..RESENDS {
