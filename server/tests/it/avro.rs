@@ -271,3 +271,115 @@ async fn a_persistent_avro_stream_resumes_with_its_writer_schema() {
     assert_each_once(&location, 200);
     assert_rows(&location, 200).await;
 }
+
+/// A writer schema with two fields `main.avro.rescued` has no column for.
+const RESCUED_SCHEMA: &str = r#"{"type":"record","name":"Wide","fields":[
+  {"name":"id","type":"long"},
+  {"name":"extra","type":["null","string"]},
+  {"name":"blob","type":{"type":"record","name":"Blob","fields":[
+      {"name":"b","type":"bytes"},{"name":"n","type":{"type":"array","items":"int"}}]}}
+]}"#;
+
+/// Record `i` of [`RESCUED_SCHEMA`] as a datum, and the `_rescued_data` text it must give.
+fn rescued_datum(i: i64) -> (Vec<u8>, String) {
+    let schema = Schema::parse_str(RESCUED_SCHEMA).expect("schema");
+    let extra = if i % 2 == 0 {
+        Avro::Union(0, Box::new(Avro::Null))
+    } else {
+        Avro::Union(1, Box::new(Avro::String(format!("e{i}"))))
+    };
+    let value = Avro::Record(vec![
+        ("id".into(), Avro::Long(i)),
+        ("extra".into(), extra),
+        (
+            "blob".into(),
+            Avro::Record(vec![
+                ("b".into(), Avro::Bytes(vec![i as u8, 1])),
+                (
+                    "n".into(),
+                    Avro::Array(vec![Avro::Int(i as i32), Avro::Int(-1)]),
+                ),
+            ]),
+        ),
+    ]);
+    let extra_text = if i % 2 == 0 {
+        "null".to_string()
+    } else {
+        format!("\"e{i}\"")
+    };
+    let text = format!(
+        r#"{{"extra":{extra_text},"blob":{{"b":"{}","n":[{i},-1]}}}}"#,
+        base64_of(&[i as u8, 1])
+    );
+    (
+        apache_avro::to_avro_datum(&schema, value).expect("encode"),
+        text,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn avro_fields_the_table_lacks_land_in_rescued_data_live_and_on_replay() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut server = Server::start(dir.path(), "1h").await;
+    let table = "main.avro.rescued";
+    let location = server
+        .create_table_with(table, "id BIGINT NOT NULL", &["--rescued-data"])
+        .await;
+    let stream_of = |server: &Server| {
+        let sdk = server.sdk();
+        async move {
+            sdk.stream_builder()
+                .table(table)
+                .oauth(CLIENT_ID, CLIENT_SECRET)
+                .avro(RESCUED_SCHEMA)
+                .build()
+                .await
+                .expect("avro stream")
+        }
+    };
+    // Phase 1: acked, then SIGKILL before any flush: the rows come back by replay.
+    let stream = stream_of(&server).await;
+    stream
+        .ingest_records_offset((0..10).map(|i| AvroBytes(rescued_datum(i).0)))
+        .await
+        .expect("ingest");
+    stream.flush().await.expect("acked");
+    server.kill();
+    drop(stream);
+    server.restart().await;
+    // Phase 2: live, then a graceful stop commits.
+    let mut stream = stream_of(&server).await;
+    stream
+        .ingest_records_offset((10..20).map(|i| AvroBytes(rescued_datum(i).0)))
+        .await
+        .expect("ingest");
+    stream.flush().await.expect("acked");
+    stream.close().await.expect("close");
+    server.terminate();
+    let mut rows = rows_as_json(&read_delta(&location).await);
+    rows.sort_by_key(|r| r["id"].as_i64());
+    assert_eq!(rows.len(), 20, "each record once");
+    for (i, row) in rows.iter().enumerate() {
+        let want = rescued_datum(i as i64).1;
+        assert_eq!(row["id"], i as i64);
+        assert_eq!(row["_rescued_data"], json!(want), "row {i}");
+    }
+    // Without the option the same writer schema is refused, naming the field.
+    let plain = "main.avro.not_rescued";
+    server.restart().await;
+    server.create_table(plain, "id BIGINT NOT NULL");
+    let refused = server
+        .sdk()
+        .stream_builder()
+        .table(plain)
+        .oauth(CLIENT_ID, CLIENT_SECRET)
+        .avro(RESCUED_SCHEMA)
+        .recovery(false)
+        .build()
+        .await;
+    let error = refused.err().expect("refused").to_string();
+    assert!(
+        error.contains("Avro field `extra`: union [null, string] has no column in the table"),
+        "{error}"
+    );
+}
