@@ -109,6 +109,26 @@ pub enum SchemaError {
         /// The column.
         path: FieldPath,
     },
+    /// The Avro schema text does not parse as an Avro schema.
+    #[error("Avro schema is not valid: {reason}")]
+    InvalidAvroSchema {
+        /// The Avro parser's explanation.
+        reason: String,
+    },
+    /// The Avro schema's top-level type is not a record.
+    #[error("Avro schema must be a record (its fields are the table's columns), found {found}")]
+    AvroNotRecord {
+        /// The type found.
+        found: String,
+    },
+    /// An Avro field that does not fit its column (or has none).
+    #[error("Avro field `{path}`: {reason}")]
+    AvroField {
+        /// The writer schema's field (or the column missing a field).
+        path: FieldPath,
+        /// What does not fit.
+        reason: String,
+    },
     /// A descriptor field that Sluice cannot decode (e.g. a group, a bad field number).
     #[error("descriptor field `{path}`: {reason}")]
     UnsupportedField {
@@ -265,8 +285,60 @@ pub enum DecodeErrorKind {
     /// The open batch cannot take this record without overflowing Arrow's 32-bit offsets.
     #[error("the open batch is full; finish it before appending more records")]
     BatchFull,
+    /// An Avro union's branch index outside the union.
+    #[error("union branch index {index} is out of range (the union has {branches} branches)")]
+    UnionIndex {
+        /// The index read.
+        index: i64,
+        /// Branches of the union.
+        branches: usize,
+    },
+    /// An Avro enum's symbol index outside the enum.
+    #[error("enum symbol index {index} is out of range (the enum has {symbols} symbols)")]
+    EnumIndex {
+        /// The index read.
+        index: i64,
+        /// Symbols of the enum.
+        symbols: usize,
+    },
+    /// An Avro boolean byte other than 0 or 1.
+    #[error("boolean byte {value} is neither 0 nor 1")]
+    InvalidBoolean {
+        /// The byte.
+        value: u8,
+    },
+    /// An Avro length (bytes, string) that is negative.
+    #[error("negative length {length}")]
+    NegativeLength {
+        /// The length read.
+        length: i64,
+    },
+    /// Bytes left after the end of an Avro datum.
+    #[error("{count} bytes follow the end of the datum")]
+    TrailingBytes {
+        /// How many.
+        count: usize,
+    },
+    /// An Avro map that repeats a key.
+    #[error("map key {key:?} repeats")]
+    RepeatedMapKey {
+        /// The key.
+        key: String,
+    },
+    /// A `uuid` string that is not a UUID.
+    #[error("invalid uuid text {text:?}")]
+    InvalidUuid {
+        /// The text.
+        text: String,
+    },
+    /// An Avro decimal whose unscaled value has more than 16 significant bytes.
+    #[error("decimal of {len} bytes does not fit 128 bits")]
+    DecimalTooWide {
+        /// Its byte length.
+        len: usize,
+    },
     /// A [`ProtoPlan`](crate::ProtoPlan) compiled for a different table schema.
-    #[error("the protobuf plan was compiled for a different table schema")]
+    #[error("the plan was compiled for a different table schema (or rescued-data setting)")]
     PlanSchemaMismatch,
 }
 

@@ -8,9 +8,14 @@
 //! ProtoPlan::compile(descriptor, &schema)   once per stream      proto/ (descriptor, compile,
 //!   │                                                              plan, scalar, fast)
 //!   ▼
-//! RecordBatchBuilder::append_proto / append_json, per record     arrow/batch
+//! AvroPlan::compile(avro_schema_json, &schema, rescued)          avro/ (types, compile,
+//!   │  once per stream (Avro streams)                              plan)
+//!   ▼
+//! RecordBatchBuilder::append_proto / append_json / append_avro   arrow/batch
 //!   │  one pass, no per-record value tree                        proto/ (wire, visit, visitor,
-//!   │    (protobuf: ProtoPlan::visit; JSON: json::into → flat      fast, checks), json/into,
+//!   │    (protobuf: ProtoPlan::visit; JSON: json::into, Avro:      fast, checks), json/into,
+//!   │    avro::decode, both through the JsonSink → flat           avro/ (decode, reader,
+//!   │                                                              scalar, render),
 //!   │    columns or the column tree; a failed record is cut        arrow/ (leaf, flat, node,
 //!   │    back through the offsets)                                 nested)
 //!   │  records the one pass leaves undecided (rejected, NOT
@@ -30,13 +35,14 @@
 //! without it run the default paths unchanged.
 //!
 //! Imports point one way, with no cycles (`scripts/module-cycles.py zeroparser/src`):
-//! `arrow` → `json` → `rescue` → `proto` → `value` → `schema` (each may use any to its
-//! right); `error` and `path` are shared by all.
+//! `arrow` → `avro` → `json` → `rescue` → `proto` → `value` → `schema` (each may use any
+//! to its right); `error` and `path` are shared by all.
 //!
 //! A failed append leaves the builder untouched; errors name the field path and, for
 //! protobuf, the byte offset. Nothing here panics on input bytes.
 
 mod arrow;
+mod avro;
 mod error;
 mod json;
 mod path;
@@ -46,6 +52,7 @@ mod schema;
 mod value;
 
 pub use arrow::RecordBatchBuilder;
+pub use avro::AvroPlan;
 pub use error::{DecodeError, DecodeErrorKind, SchemaError, WireType};
 pub use path::{FieldPath, Segment};
 pub use proto::wire::MAX_DEPTH as MAX_RECORD_DEPTH;

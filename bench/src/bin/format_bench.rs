@@ -1,7 +1,8 @@
 //! Format benchmark: the same telemetry rows (~200 bytes as protobuf) pushed by the official
 //! Rust SDK 2.12.0 into one table of a fresh `sluice serve` as Arrow Flight batches, as
-//! protobuf record batches and as JSON record batches, with 1 and with 16 streams, one run,
-//! side by side. Per scenario: records/s and MB/s (MB of the rows' protobuf encoding, the
+//! protobuf record batches, as Avro record batches (raw datums, `AvroBytes`, encoded once by
+//! apache-avro) and as JSON record batches, with 1 and with 16 streams, one run, side by
+//! side. Per scenario: records/s and MB/s (MB of the rows' protobuf encoding, the
 //! same for every format), the server process's CPU seconds (utime + stime from
 //! `/proc/PID/stat`, from the first send to the last ack) per GB of those bytes and the rows
 //! per server CPU-second, and ack latency p50/p99 per call (each call sends `--batch-rows`
@@ -24,14 +25,14 @@ use anyhow::{bail, Context, Result};
 use arrow_array::{Float64Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use clap::Parser;
-use databricks_zerobus_ingest_sdk::{JsonString, OffsetId, ProtoBytes, ZerobusSdk};
+use databricks_zerobus_ingest_sdk::{AvroBytes, JsonString, OffsetId, ProtoBytes, ZerobusSdk};
 use sluice_bench::e2e::{descriptor, padding, record, CLIENT_ID, CLIENT_SECRET};
 use sluice_bench::server::Server;
 use sluice_bench::stats::Samples;
 use sluice_bench::table::Table;
 use tokio::sync::mpsc;
 
-/// Format benchmark: Arrow Flight vs protobuf vs JSON into one table.
+/// Format benchmark: Arrow Flight vs protobuf vs Avro vs JSON into one table.
 #[derive(clap::Parser)]
 struct Options {
     /// The `sluice` binary to benchmark.
@@ -56,6 +57,7 @@ struct Options {
 enum Format {
     Arrow,
     Proto,
+    Avro,
     Json,
 }
 
@@ -64,6 +66,7 @@ impl Format {
         match self {
             Format::Arrow => "Arrow Flight",
             Format::Proto => "protobuf",
+            Format::Avro => "Avro",
             Format::Json => "JSON",
         }
     }
@@ -72,6 +75,7 @@ impl Format {
 /// One call's worth of rows in every format, built once.
 struct Payloads {
     proto: Vec<Vec<u8>>,
+    avro: Vec<Vec<u8>>,
     json: Vec<String>,
     arrow: RecordBatch,
     /// The protobuf bytes of the rows: the common measure of data volume.
@@ -93,6 +97,38 @@ fn arrow_schema() -> SchemaRef {
     ]))
 }
 
+/// The Avro writer schema of the telemetry rows.
+const AVRO_SCHEMA: &str = r#"{"type":"record","name":"Telemetry","fields":[
+    {"name":"id","type":"long"},
+    {"name":"device","type":["null","string"]},
+    {"name":"ts","type":["null",{"type":"long","logicalType":"timestamp-micros"}]},
+    {"name":"temp","type":["null","double"]},
+    {"name":"humidity","type":["null","double"]},
+    {"name":"payload","type":["null","string"]}]}"#;
+
+/// One telemetry row as a raw Avro datum.
+#[allow(deprecated)] // apache-avro 0.22's datum writer function: the same encoding
+fn avro_datum(
+    schema: &apache_avro::Schema,
+    id: i64,
+    device: String,
+    ts: i64,
+    temp: f64,
+    payload: &str,
+) -> Result<Vec<u8>> {
+    use apache_avro::types::Value as Avro;
+    let some = |v: Avro| Avro::Union(1, Box::new(v));
+    let value = Avro::Record(vec![
+        ("id".into(), Avro::Long(id)),
+        ("device".into(), some(Avro::String(device))),
+        ("ts".into(), some(Avro::TimestampMicros(ts))),
+        ("temp".into(), some(Avro::Double(temp))),
+        ("humidity".into(), some(Avro::Double(0.45))),
+        ("payload".into(), some(Avro::String(payload.to_string()))),
+    ]);
+    Ok(apache_avro::to_avro_datum(schema, value)?)
+}
+
 fn payloads(rows: usize) -> Result<Payloads> {
     let pad = padding();
     let ids: Vec<i64> = (0..rows as i64).collect();
@@ -110,6 +146,11 @@ fn payloads(rows: usize) -> Result<Payloads> {
             .to_string()
         })
         .collect();
+    let schema = apache_avro::Schema::parse_str(AVRO_SCHEMA)?;
+    let avro = ids
+        .iter()
+        .map(|&id| avro_datum(&schema, id, device(id), ts(id), temp(id), &pad))
+        .collect::<Result<Vec<_>>>()?;
     let arrow = RecordBatch::try_new(
         arrow_schema(),
         vec![
@@ -131,6 +172,7 @@ fn payloads(rows: usize) -> Result<Payloads> {
     let proto_bytes = proto.iter().map(|r| r.len() as u64).sum();
     Ok(Payloads {
         proto,
+        avro,
         json,
         arrow,
         proto_bytes,
@@ -216,9 +258,10 @@ async fn run_stream(
             }
             ms
         }
-        Format::Proto | Format::Json => {
+        Format::Proto | Format::Avro | Format::Json => {
             let builder = match format {
                 Format::Proto => builder.compiled_proto(descriptor()),
+                Format::Avro => builder.avro(AVRO_SCHEMA),
                 _ => builder.json(),
             };
             let stream = Arc::new(builder.max_inflight_requests(64).build().await?);
@@ -234,6 +277,10 @@ async fn run_stream(
                 let offset = match format {
                     Format::Proto => {
                         let records = payloads.proto.iter().cloned().map(ProtoBytes);
+                        stream.ingest_records_offset(records).await?
+                    }
+                    Format::Avro => {
+                        let records = payloads.avro.iter().cloned().map(AvroBytes);
                         stream.ingest_records_offset(records).await?
                     }
                     _ => {
@@ -356,7 +403,7 @@ async fn main() -> Result<()> {
         "ack p99 ms",
     ]);
     for &n in &opts.streams {
-        for format in [Format::Arrow, Format::Proto, Format::Json] {
+        for format in [Format::Arrow, Format::Proto, Format::Avro, Format::Json] {
             let mut r = run_scenario(&opts, format, n).await?;
             table.row(vec![
                 r.format.name().to_string(),

@@ -1,8 +1,10 @@
 //! gRPC request decoding and validation: arbitrary bytes as one
 //! `EphemeralStreamRequest` (prost, as tonic decodes it), then what the pod
 //! does with each payload: a `create_stream` descriptor is compiled against a
-//! table schema, protobuf records are parsed with a plan compiled from a
-//! fixed descriptor, JSON records with the JSON parser. Nothing may panic.
+//! table schema (an `avro_schema_json` too, with and without rescued data),
+//! protobuf records are parsed with a plan compiled from a fixed descriptor,
+//! Avro datums with a plan compiled from a fixed writer schema, JSON records
+//! with the JSON parser. Nothing may panic.
 
 #![no_main]
 
@@ -14,14 +16,23 @@ use sluice_proto::{
     ephemeral_stream_request::Payload, ingest_record_batch_request::Batch,
     ingest_record_request::Record, EphemeralStreamRequest,
 };
-use sluice_zeroparser::{ProtoPlan, RecordBatchBuilder, TableSchema};
+use sluice_zeroparser::{AvroPlan, ProtoPlan, RecordBatchBuilder, TableSchema};
 
 const COLUMNS: &str = "id BIGINT NOT NULL, note STRING, temp DOUBLE, ok BOOLEAN, \
      tags ARRAY<STRING>, attrs MAP<STRING, BIGINT>, pos STRUCT<x: INT, y: INT>, ts TIMESTAMP";
 
+const AVRO: &str = r#"{"type":"record","name":"Row","fields":[
+    {"name":"id","type":"long"},{"name":"note","type":["null","string"]},
+    {"name":"tags","type":["null",{"type":"array","items":"string"}]},
+    {"name":"attrs","type":["null",{"type":"map","values":"long"}]},
+    {"name":"pos","type":["null",{"type":"record","name":"Pos","fields":[
+        {"name":"x","type":"int"},{"name":"y","type":"int"}]}]},
+    {"name":"ts","type":{"type":"long","logicalType":"timestamp-millis"}}]}"#;
+
 struct Fixture {
     schema: TableSchema,
     plan: ProtoPlan,
+    avro: AvroPlan,
 }
 
 fn fixture() -> &'static Fixture {
@@ -51,7 +62,8 @@ fn fixture() -> &'static Fixture {
         }
         .encode_to_vec();
         let plan = ProtoPlan::compile(&descriptor, &schema).expect("plan");
-        Fixture { schema, plan }
+        let avro = AvroPlan::compile(AVRO, &schema, false).expect("avro plan");
+        Fixture { schema, plan, avro }
     })
 }
 
@@ -66,6 +78,10 @@ fuzz_target!(|data: &[u8]| {
             if let Some(d) = c.descriptor_proto {
                 let _ = ProtoPlan::compile(&d, &f.schema);
             }
+            if let Some(json) = c.avro_schema_json {
+                let _ = AvroPlan::compile(&json, &f.schema, false);
+                let _ = AvroPlan::compile(&json, &f.schema, true);
+            }
         }
         Some(Payload::IngestRecord(r)) => match r.record {
             Some(Record::ProtoEncodedRecord(b)) => {
@@ -74,7 +90,10 @@ fuzz_target!(|data: &[u8]| {
             Some(Record::JsonRecord(s)) => {
                 let _ = builder.append_json(&s);
             }
-            _ => {}
+            Some(Record::AvroEncodedRecord(b)) => {
+                let _ = builder.append_avro(&f.avro, &b);
+            }
+            None => {}
         },
         Some(Payload::IngestRecordBatch(b)) => match b.batch {
             Some(Batch::ProtoEncodedBatch(batch)) => {
@@ -87,7 +106,12 @@ fuzz_target!(|data: &[u8]| {
                     let _ = builder.append_json(r);
                 }
             }
-            _ => {}
+            Some(Batch::AvroBatch(batch)) => {
+                for r in &batch.records {
+                    let _ = builder.append_avro(&f.avro, r);
+                }
+            }
+            None => {}
         },
         None => {}
     }

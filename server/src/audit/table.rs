@@ -36,7 +36,7 @@ pub async fn append(pod: &Pod, events: &[AuditEvent]) -> Result<()> {
         table: sink.name().to_string(),
         sink,
         format: RecordFormat::Json,
-        plan: None,
+        plan: crate::journal::RecordPlan::Json,
         descriptor: Vec::new(),
     };
     let mut stream = log_open(pod, checked, None).await?;

@@ -6,12 +6,12 @@
 use std::sync::Arc;
 
 use sluice_proto::{CreateIngestStreamRequest, RecordType};
-use sluice_zeroparser::ProtoPlan;
 
 use super::request::RequestParser;
 use crate::auth::Caller;
 use crate::error::{Result, ServerError};
 use crate::journal::frames::{RecordFormat, StreamOpen, KIND_STREAM_OPEN};
+use crate::journal::RecordPlan;
 use crate::pod::Pod;
 use crate::sink::SharedSink;
 
@@ -51,9 +51,9 @@ pub struct CheckedCreate {
     pub sink: SharedSink,
     /// Record encoding.
     pub format: RecordFormat,
-    /// The compiled descriptor (PROTO streams).
-    pub plan: Option<ProtoPlan>,
-    /// The encoded descriptor (empty for JSON).
+    /// The compiled descriptor or writer schema.
+    pub plan: RecordPlan,
+    /// The encoded descriptor (empty for JSON; the writer schema's JSON for AVRO).
     pub descriptor: Vec<u8>,
 }
 
@@ -84,10 +84,20 @@ pub async fn check_create(
                     "create_stream: descriptor_proto is required for PROTO streams".into(),
                 ));
             }
-            let plan = compile(&descriptor, &sink, "create_stream")?;
-            (Some(plan), descriptor)
+            let plan = compile(format, &descriptor, &sink, "create_stream")?;
+            (plan, descriptor)
         }
-        RecordFormat::Json => (None, Vec::new()),
+        RecordFormat::Avro => {
+            let schema = create.avro_schema_json.unwrap_or_default().into_bytes();
+            if schema.iter().all(u8::is_ascii_whitespace) {
+                return Err(ServerError::InvalidArgument(
+                    "create_stream: avro_schema_json is required for AVRO streams".into(),
+                ));
+            }
+            let plan = compile(format, &schema, &sink, "create_stream")?;
+            (plan, schema)
+        }
+        RecordFormat::Json => (RecordPlan::Json, Vec::new()),
         RecordFormat::Arrow => return Err(arrow_only_by_flight("create_stream")),
     };
     Ok(CheckedCreate {
@@ -125,11 +135,9 @@ pub fn record_format(record_type: Option<i32>, what: &str) -> Result<RecordForma
     match RecordType::try_from(v) {
         Ok(RecordType::Proto) => Ok(RecordFormat::Proto),
         Ok(RecordType::Json) => Ok(RecordFormat::Json),
-        Ok(RecordType::Avro) => Err(ServerError::Unimplemented(format!(
-            "{what}: AVRO records are not supported by Sluice yet; use PROTO or JSON"
-        ))),
+        Ok(RecordType::Avro) => Ok(RecordFormat::Avro),
         Ok(RecordType::Unspecified) => Err(ServerError::InvalidArgument(format!(
-            "{what}: record_type is RECORD_TYPE_UNSPECIFIED; set PROTO or JSON"
+            "{what}: record_type is RECORD_TYPE_UNSPECIFIED; set PROTO, JSON or AVRO"
         ))),
         Err(_) => Err(ServerError::InvalidArgument(format!(
             "{what}: unknown record_type {v}"
@@ -144,11 +152,27 @@ pub fn arrow_only_by_flight(what: &str) -> ServerError {
     ))
 }
 
-/// Compiles `descriptor` against the table of `sink`.
-pub fn compile(descriptor: &[u8], sink: &SharedSink, what: &str) -> Result<ProtoPlan> {
-    ProtoPlan::compile(descriptor, &sink.schema()).map_err(|e| {
+/// Compiles the descriptor (or Avro writer schema) of a `format` stream against the
+/// table of `sink`.
+pub fn compile(
+    format: RecordFormat,
+    descriptor: &[u8],
+    sink: &SharedSink,
+    what: &str,
+) -> Result<RecordPlan> {
+    RecordPlan::compile(
+        format,
+        descriptor,
+        &sink.schema(),
+        sink.keeps_rescued_data(),
+    )
+    .map_err(|e| {
+        let kind = match format {
+            RecordFormat::Avro => "Avro schema",
+            _ => "descriptor",
+        };
         ServerError::InvalidArgument(format!(
-            "{what}: descriptor does not fit table `{}`: {e}",
+            "{what}: {kind} does not fit table `{}`: {e}",
             sink.name()
         ))
     })

@@ -12,7 +12,6 @@ use std::sync::Arc;
 use sluice_proto::{
     resume_ingest_stream_request, CreatePersistentStreamRequest, ResumeIngestStreamRequest,
 };
-use sluice_zeroparser::ProtoPlan;
 
 use super::handover::take_over;
 use super::open::{
@@ -22,6 +21,7 @@ use super::open::{
 use crate::auth::Caller;
 use crate::error::{Result, ServerError};
 use crate::journal::frames::RecordFormat;
+use crate::journal::RecordPlan;
 use crate::pod::Pod;
 use crate::pstreams::{Attached, PersistentStreamRecord};
 
@@ -93,8 +93,10 @@ pub async fn resume_persistent(
     }
     let sink = table_sink(pod, &record.table).await?;
     let plan = match format {
-        RecordFormat::Json => None,
-        RecordFormat::Proto => Some(resumed_plan(&record, resume.descriptor_proto, &sink)?),
+        RecordFormat::Json => RecordPlan::Json,
+        RecordFormat::Proto => resumed_plan(&record, resume.descriptor_proto, &sink)?,
+        // The resume carries no writer schema: the stream's own is compiled again.
+        RecordFormat::Avro => compile(format, &record.descriptor, &sink, "resume_stream")?,
         RecordFormat::Arrow => return Err(super::open::arrow_only_by_flight("resume_stream")),
     };
     let released = take_over(pod, &id).await?;
@@ -175,8 +177,13 @@ fn resumed_plan(
     record: &PersistentStreamRecord,
     descriptor: Option<impl AsRef<[u8]>>,
     sink: &crate::sink::SharedSink,
-) -> Result<ProtoPlan> {
-    let own = compile(&record.descriptor, sink, "resume_stream")?;
+) -> Result<RecordPlan> {
+    let own = compile(
+        RecordFormat::Proto,
+        &record.descriptor,
+        sink,
+        "resume_stream",
+    )?;
     let Some(given) = descriptor.filter(|d| !d.as_ref().is_empty()) else {
         return Ok(own);
     };
@@ -184,8 +191,12 @@ fn resumed_plan(
     if given == record.descriptor.as_slice() {
         return Ok(own);
     }
-    let plan = compile(given, sink, "resume_stream")?;
-    if plan != own {
+    let plan = compile(RecordFormat::Proto, given, sink, "resume_stream")?;
+    let same = match (&plan, &own) {
+        (RecordPlan::Proto(a), RecordPlan::Proto(b)) => a == b,
+        _ => false,
+    };
+    if !same {
         return Err(ServerError::InvalidArgument(format!(
             "resume_stream: the descriptor does not compile to the plan persistent stream \
              `{}` was created with; resume with the stream's descriptor",

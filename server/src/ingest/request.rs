@@ -8,16 +8,17 @@
 use bytes::Bytes;
 use sluice_proto::EphemeralStreamRequest;
 use sluice_proto::{ephemeral_stream_request, ingest_record_batch_request, ingest_record_request};
-use sluice_zeroparser::{ProtoPlan, RecordBatchBuilder};
+use sluice_zeroparser::RecordBatchBuilder;
 
 use crate::error::{Result, ServerError};
 use crate::journal::frames::RecordFormat;
+use crate::journal::RecordPlan;
 
 /// Parses a stream's requests into its builder, in offset order.
 pub struct RequestParser {
     format: RecordFormat,
-    /// Compiled descriptor (PROTO streams).
-    plan: Option<ProtoPlan>,
+    /// Compiled descriptor (PROTO) or writer schema (AVRO).
+    plan: RecordPlan,
     builder: RecordBatchBuilder,
     max_record_bytes: usize,
     next_offset: i64,
@@ -26,11 +27,11 @@ pub struct RequestParser {
 }
 
 impl RequestParser {
-    /// A parser for a stream of `format` records (`plan`: the compiled
-    /// descriptor of a PROTO stream) into `builder`, expecting offset 0 first.
+    /// A parser for a stream of `format` records (`plan`: its compiled
+    /// descriptor or writer schema) into `builder`, expecting offset 0 first.
     pub fn new(
         format: RecordFormat,
-        plan: Option<ProtoPlan>,
+        plan: RecordPlan,
         builder: RecordBatchBuilder,
         max_record_bytes: usize,
     ) -> RequestParser {
@@ -112,7 +113,7 @@ impl RequestParser {
                 let record = match r.record {
                     Some(Record::ProtoEncodedRecord(b)) => self.parse_proto(offset, None, b)?,
                     Some(Record::JsonRecord(s)) => self.parse_json(offset, None, s)?,
-                    Some(Record::AvroEncodedRecord(_)) => return Err(avro_unsupported(offset)),
+                    Some(Record::AvroEncodedRecord(b)) => self.parse_avro(offset, None, b)?,
                     None => {
                         return Err(ServerError::InvalidArgument(format!(
                             "ingest_record at offset {offset} carries no record"
@@ -139,7 +140,12 @@ impl RequestParser {
                             records.push((offset, r));
                         }
                     }
-                    Some(Batch::AvroBatch(_)) => return Err(avro_unsupported(offset)),
+                    Some(Batch::AvroBatch(batch)) => {
+                        for (i, r) in batch.records.into_iter().enumerate() {
+                            let r = self.parse_avro(offset, Some(i), r)?;
+                            records.push((offset, r));
+                        }
+                    }
                     None => {}
                 }
                 if records.len() == before {
@@ -188,14 +194,8 @@ impl RequestParser {
 
     fn parse_proto(&mut self, offset: i64, index: Option<usize>, record: Bytes) -> Result<Bytes> {
         self.check_record_size(offset, index, record.len())?;
-        let plan = match (&self.format, &self.plan) {
-            (RecordFormat::Proto, Some(plan)) => plan,
-            _ => {
-                return Err(ServerError::InvalidArgument(format!(
-                    "{}: proto record on a JSON stream",
-                    place(offset, index)
-                )))
-            }
+        let RecordPlan::Proto(plan) = &self.plan else {
+            return Err(self.wrong_format(offset, index, "proto"));
         };
         self.builder
             .append_proto(plan, &record)
@@ -206,15 +206,42 @@ impl RequestParser {
     fn parse_json(&mut self, offset: i64, index: Option<usize>, record: String) -> Result<Bytes> {
         self.check_record_size(offset, index, record.len())?;
         if self.format != RecordFormat::Json {
-            return Err(ServerError::InvalidArgument(format!(
-                "{}: JSON record on a PROTO stream",
-                place(offset, index)
-            )));
+            return Err(self.wrong_format(offset, index, "JSON"));
         }
         self.builder
             .append_json(&record)
             .map_err(|e| ServerError::InvalidArgument(format!("{}: {e}", place(offset, index))))?;
         Ok(Bytes::from(record.into_bytes()))
+    }
+
+    fn parse_avro(&mut self, offset: i64, index: Option<usize>, record: Bytes) -> Result<Bytes> {
+        self.check_record_size(offset, index, record.len())?;
+        let RecordPlan::Avro(plan) = &self.plan else {
+            return Err(self.wrong_format(offset, index, "Avro"));
+        };
+        self.builder
+            .append_avro(plan, &record)
+            .map_err(|e| ServerError::InvalidArgument(format!("{}: {e}", place(offset, index))))?;
+        Ok(record)
+    }
+
+    /// INVALID_ARGUMENT for a record of another format than the stream's.
+    fn wrong_format(&self, offset: i64, index: Option<usize>, what: &str) -> ServerError {
+        let stream = match self.format {
+            RecordFormat::Proto => "PROTO",
+            RecordFormat::Json => "JSON",
+            RecordFormat::Avro => "AVRO",
+            RecordFormat::Arrow => "Arrow",
+        };
+        ServerError::InvalidArgument(format!(
+            "{}: {what} record on a{} {stream} stream",
+            place(offset, index),
+            if stream == "AVRO" || stream == "Arrow" {
+                "n"
+            } else {
+                ""
+            }
+        ))
     }
 }
 
@@ -223,12 +250,6 @@ fn place(offset: i64, index: Option<usize>) -> String {
         Some(i) => format!("record {i} of the batch at offset {offset}"),
         None => format!("record at offset {offset}"),
     }
-}
-
-fn avro_unsupported(offset: i64) -> ServerError {
-    ServerError::Unimplemented(format!(
-        "offset {offset}: AVRO records are not supported by Sluice yet"
-    ))
 }
 
 /// Record bytes a request carries (whatever its format), to size a run.
@@ -280,7 +301,7 @@ mod tests {
     fn json_parser() -> RequestParser {
         RequestParser::new(
             RecordFormat::Json,
-            None,
+            RecordPlan::Json,
             RecordBatchBuilder::new(&schema()),
             LIMIT,
         )
@@ -299,10 +320,11 @@ mod tests {
             }],
             ..Default::default()
         };
-        let plan = ProtoPlan::compile(&descriptor.encode_to_vec(), &schema()).expect("plan");
+        let plan = sluice_zeroparser::ProtoPlan::compile(&descriptor.encode_to_vec(), &schema())
+            .expect("plan");
         RequestParser::new(
             RecordFormat::Proto,
-            Some(plan),
+            RecordPlan::Proto(plan),
             RecordBatchBuilder::new(&schema()),
             LIMIT,
         )
@@ -447,20 +469,61 @@ mod tests {
         ));
     }
 
-    #[test]
-    fn avro_is_unimplemented() {
-        let mut p = json_parser();
-        let avro = request(Payload::IngestRecordBatch(IngestRecordBatchRequest {
-            offset_id: Some(0),
+    /// An AVRO parser for records `R { long id; }`.
+    fn avro_parser() -> RequestParser {
+        let json = r#"{"type":"record","name":"R","fields":[{"name":"id","type":"long"}]}"#;
+        let plan = RecordPlan::compile(RecordFormat::Avro, json.as_bytes(), &schema(), false)
+            .expect("plan");
+        RequestParser::new(
+            RecordFormat::Avro,
+            plan,
+            RecordBatchBuilder::new(&schema()),
+            LIMIT,
+        )
+    }
+
+    fn avro_batch(offset: i64, records: &[&'static [u8]]) -> EphemeralStreamRequest {
+        request(Payload::IngestRecordBatch(IngestRecordBatchRequest {
+            offset_id: Some(offset),
             batch: Some(Batch::AvroBatch(AvroRecordBatch {
-                records: vec![Bytes::from_static(b"x")],
+                records: records.iter().map(|r| Bytes::from_static(r)).collect(),
             })),
-        }));
-        let e = error(&mut p, avro);
+        }))
+    }
+
+    #[test]
+    fn avro_datums_become_rows_and_a_truncated_one_is_refused() {
+        let mut p = avro_parser();
+        let mut records = Vec::new();
+        // id = 7 (zig-zag 14), id = -1 (zig-zag 1).
+        assert_eq!(
+            p.parse(avro_batch(0, &[&[14], &[1]]), &mut records).ok(),
+            Some(0)
+        );
+        assert_eq!(records[0].1.as_ref(), &[14]);
+        let e = error(&mut p, avro_batch(1, &[&[0x80]]));
         assert!(
-            matches!(&e, ServerError::Unimplemented(m) if m.contains("AVRO")),
+            matches!(&e, ServerError::InvalidArgument(m)
+                if m == "record 0 of the batch at offset 1: field `id` at byte 1: record is truncated"),
             "{e}"
         );
+        let e = error(&mut p, json(Some(1), r#"{"id":1}"#));
+        assert!(
+            matches!(&e, ServerError::InvalidArgument(m) if m.contains("JSON record on an AVRO stream")),
+            "{e}"
+        );
+        let e = error(&mut json_parser(), avro_batch(0, &[&[14]]));
+        assert!(
+            matches!(&e, ServerError::InvalidArgument(m) if m.contains("Avro record on a JSON stream")),
+            "{e}"
+        );
+        let rows = p.finish();
+        let ids = rows
+            .column(0)
+            .as_any()
+            .downcast_ref::<arrow_array::Int64Array>()
+            .expect("BIGINT");
+        assert_eq!(ids.values().to_vec(), vec![7, -1]);
     }
 
     #[test]

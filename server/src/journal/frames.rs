@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! kind 1, stream open:  u64 stream_key | u16 table_len | table (UTF-8)
-//!                       | u8 record_type (1 proto, 2 json, 3 arrow) | u32 desc_len | descriptor
+//!                       | u8 record_type (1 proto, 2 json, 3 arrow, 4 avro) | u32 desc_len
+//!                       | descriptor
 //!                       [ | u8 tag 1 | u16 id_len | persistent stream id (UTF-8) ]
 //! kind 2, records:      u64 stream_key | u32 count
 //!                       | count × ( i64 offset | u32 len | record bytes )
@@ -13,6 +14,9 @@
 //! kind 5, arrow batch:  u64 stream_key | i64 offset | u32 rows | u32 count
 //!                       | count × ( u32 header_len | header | u32 body_len | body )
 //! ```
+//! An Avro stream's open frame carries, as its descriptor, the producer's writer schema
+//! (`avro_schema_json`, UTF-8), and its records frames the raw datums, so replay compiles
+//! the same plan and decodes the same bytes.
 //! An Arrow stream's open frame carries, as its descriptor, the producer's IPC schema
 //! message (the flatbuffer `Message` of its first `FlightData`). An arrow-batch frame holds
 //! the Arrow IPC messages of one Flight batch exactly as the producer sent them (body
@@ -78,6 +82,8 @@ pub enum RecordFormat {
     Json,
     /// Arrow IPC record batches (Arrow Flight `DoPut`), per the stream's IPC schema.
     Arrow,
+    /// Raw Avro datums, per the stream's writer schema.
+    Avro,
 }
 
 impl RecordFormat {
@@ -86,6 +92,7 @@ impl RecordFormat {
             RecordFormat::Proto => 1,
             RecordFormat::Json => 2,
             RecordFormat::Arrow => 3,
+            RecordFormat::Avro => 4,
         }
     }
 }
@@ -99,7 +106,8 @@ pub struct StreamOpen {
     pub table: String,
     /// Record encoding.
     pub format: RecordFormat,
-    /// Encoded DescriptorProto (empty for JSON; the IPC schema message for Arrow).
+    /// Encoded DescriptorProto (empty for JSON; the IPC schema message for Arrow; the
+    /// writer schema's JSON text for Avro).
     pub descriptor: Vec<u8>,
     /// The persistent stream this connection writes (None: an ephemeral stream).
     pub persistent_id: Option<String>,
@@ -138,6 +146,7 @@ impl StreamOpen {
             1 => RecordFormat::Proto,
             2 => RecordFormat::Json,
             3 => RecordFormat::Arrow,
+            4 => RecordFormat::Avro,
             other => return Err(FrameError::UnknownFormat(other)),
         };
         let desc_len = r.u32()? as usize;
@@ -384,6 +393,12 @@ mod tests {
             persistent_id: None,
         };
         assert_eq!(StreamOpen::decode(&open.encode()).expect("decode"), open);
+        let avro = StreamOpen {
+            format: RecordFormat::Avro,
+            descriptor: br#"{"type":"record","name":"R","fields":[]}"#.to_vec(),
+            ..open.clone()
+        };
+        assert_eq!(StreamOpen::decode(&avro.encode()).expect("decode"), avro);
         assert_eq!(
             StreamOpen::decode(&open.encode()[..5]),
             Err(FrameError::Truncated)

@@ -6,10 +6,12 @@
 //! their meaning.
 
 pub mod frames;
+pub mod plan;
 pub mod replay;
 pub mod streams;
 
 pub use frames::FrameError;
+pub use plan::{PlanError, RecordPlan};
 pub use replay::{replay, ReplayReport};
 pub use streams::StreamRegistry;
 

@@ -21,12 +21,13 @@ use std::sync::Arc;
 
 use arrow_schema::SchemaRef;
 use sluice_wal::{Lsn, Wal};
-use sluice_zeroparser::{ProtoPlan, RecordBatchBuilder};
+use sluice_zeroparser::RecordBatchBuilder;
 
 use super::frames::{
-    decode_arrow, decode_keyed, decode_keys, decode_records, KeyRecord, RecordFormat, StreamOpen,
-    KIND_ARROW, KIND_KEYED_RECORDS, KIND_KEYS, KIND_RECORDS, KIND_STREAM_OPEN,
+    decode_arrow, decode_keyed, decode_keys, decode_records, KeyRecord, StreamOpen, KIND_ARROW,
+    KIND_KEYED_RECORDS, KIND_KEYS, KIND_RECORDS, KIND_STREAM_OPEN,
 };
+use super::plan::RecordPlan;
 use super::streams::StreamRegistry;
 use crate::error::Result;
 use crate::flight::conform::Conform;
@@ -52,7 +53,7 @@ struct ReplayStream {
     open: StreamOpen,
     payload: Arc<Vec<u8>>,
     open_end_lsn: u64,
-    plan: Option<Option<ProtoPlan>>,
+    plan: Option<Option<RecordPlan>>,
     /// An Arrow stream's schema and its fit to the table (None: they no longer fit).
     arrow: Option<Option<(SchemaRef, Conform)>>,
 }
@@ -145,18 +146,20 @@ pub fn replay(wal: &Wal, sinks: &Sinks, registry: &StreamRegistry) -> Result<Rep
         if frame.end_lsn <= sink.committed_lsn() {
             continue;
         }
-        let plan = stream.plan.get_or_insert_with(|| match stream.open.format {
-            RecordFormat::Json | RecordFormat::Arrow => None,
-            RecordFormat::Proto => {
-                match ProtoPlan::compile(&stream.open.descriptor, &sink.schema()) {
-                    Ok(p) => Some(p),
-                    Err(e) => {
-                        tracing::error!(
-                            table = sink.name(),
-                            "replay: descriptor no longer fits: {e}"
-                        );
-                        None
-                    }
+        let plan = stream.plan.get_or_insert_with(|| {
+            match RecordPlan::compile(
+                stream.open.format,
+                &stream.open.descriptor,
+                &sink.schema(),
+                sink.keeps_rescued_data(),
+            ) {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    tracing::error!(
+                        table = sink.name(),
+                        "replay: descriptor no longer fits: {e}"
+                    );
+                    None
                 }
             }
         });
@@ -166,13 +169,14 @@ pub fn replay(wal: &Wal, sinks: &Sinks, registry: &StreamRegistry) -> Result<Rep
         };
         let mut offsets = Vec::with_capacity(records.records.len());
         for (offset, record) in &records.records {
-            let result = match (stream.open.format, plan.as_ref()) {
-                (RecordFormat::Proto, Some(plan)) => builder.append_proto(plan, record),
-                (RecordFormat::Json, _) => match std::str::from_utf8(record) {
+            let result = match plan.as_ref() {
+                Some(RecordPlan::Proto(plan)) => builder.append_proto(plan, record),
+                Some(RecordPlan::Avro(plan)) => builder.append_avro(plan, record),
+                Some(RecordPlan::Json) => match std::str::from_utf8(record) {
                     Ok(text) => builder.append_json(text),
                     Err(_) => continue,
                 },
-                (RecordFormat::Proto, None) | (RecordFormat::Arrow, _) => continue,
+                Some(RecordPlan::Arrow) | None => continue,
             };
             match result {
                 Ok(()) => offsets.push(*offset),

@@ -16,6 +16,8 @@ pub enum StreamRecordType {
     Proto,
     /// JSON objects.
     Json,
+    /// Raw Avro datums, per the stream's writer schema (kept as its descriptor).
+    Avro,
 }
 
 impl TryFrom<RecordFormat> for StreamRecordType {
@@ -26,8 +28,9 @@ impl TryFrom<RecordFormat> for StreamRecordType {
         match format {
             RecordFormat::Proto => Ok(StreamRecordType::Proto),
             RecordFormat::Json => Ok(StreamRecordType::Json),
+            RecordFormat::Avro => Ok(StreamRecordType::Avro),
             RecordFormat::Arrow => Err(ServerError::InvalidArgument(
-                "persistent streams take PROTO or JSON records, not Arrow batches".into(),
+                "persistent streams take PROTO, JSON or AVRO records, not Arrow batches".into(),
             )),
         }
     }
@@ -38,6 +41,7 @@ impl From<StreamRecordType> for RecordFormat {
         match t {
             StreamRecordType::Proto => RecordFormat::Proto,
             StreamRecordType::Json => RecordFormat::Json,
+            StreamRecordType::Avro => RecordFormat::Avro,
         }
     }
 }
@@ -51,8 +55,9 @@ pub struct PersistentStreamRecord {
     pub table: String,
     /// Record encoding.
     pub record_type: StreamRecordType,
-    /// The encoded DescriptorProto of a PROTO stream (base64 in the file; empty for JSON):
-    /// a resume's descriptor must compile to the same plan against the table.
+    /// The encoded DescriptorProto of a PROTO stream (base64 in the file; empty for JSON;
+    /// the writer schema's JSON for AVRO): a resume's descriptor must compile to the same
+    /// plan against the table (an AVRO resume carries none: this one is compiled again).
     #[serde(with = "base64_bytes")]
     pub descriptor: Vec<u8>,
     /// The pod that holds the stream (its WAL may have the stream's uncommitted records);

@@ -219,6 +219,11 @@ impl TableSink {
         Ok(())
     }
 
+    /// Whether the table keeps `_rescued_data` (its batches end with it).
+    pub fn keeps_rescued_data(&self) -> bool {
+        self.added.rescued_data
+    }
+
     /// A builder for this table's rows: the table's columns, then
     /// `_rescued_data` if the table keeps it (the system columns are added by
     /// [`with_system_columns`](Self::with_system_columns)).

@@ -15,11 +15,15 @@ use tonic::Code;
 use crate::auth::expired_token;
 use crate::harness::{read_delta, Server};
 use crate::raw::{
-    create, create_json, descriptor, exchange, exchange_raw, json_batch, json_record, proto_record,
-    token, Call, OpenStream,
+    avro_record, create, create_avro, create_json, descriptor, exchange, exchange_raw, json_batch,
+    json_record, proto_record, token, Call, OpenStream,
 };
 
 const GOOD_BASE: i64 = 1_000_000;
+
+/// An Avro writer schema that fits `main.bad.t`.
+const NOTE_AVRO: &str = r#"{"type":"record","name":"Note","fields":[
+    {"name":"id","type":"long"},{"name":"note","type":["null","string"]}]}"#;
 
 struct Outcome {
     class: &'static str,
@@ -125,10 +129,50 @@ async fn every_bad_input_class_gets_its_status_and_a_good_stream_carries_on() {
             None,
         ),
         (
-            "AVRO record type",
-            Code::Unimplemented,
+            "Avro schema missing (AVRO stream)",
+            Code::InvalidArgument,
             t,
-            vec![create(t, RecordType::Avro, None)],
+            vec![create_avro(t, None)],
+            None,
+        ),
+        (
+            "Avro schema that is not a record",
+            Code::InvalidArgument,
+            t,
+            vec![create_avro(t, Some(r#""long""#))],
+            None,
+        ),
+        (
+            "Avro schema that does not fit the table",
+            Code::InvalidArgument,
+            t,
+            vec![create_avro(
+                t,
+                Some(
+                    r#"{"type":"record","name":"Note","fields":[
+                        {"name":"id","type":"long"},{"name":"note","type":"int"}]}"#,
+                ),
+            )],
+            None,
+        ),
+        (
+            // id 1, then the `note` union's index 1 (string) with no string after it.
+            "Avro datum truncated (after a valid one)",
+            Code::InvalidArgument,
+            t,
+            vec![
+                create_avro(t, Some(NOTE_AVRO)),
+                avro_record(0, vec![2, 0]),
+                avro_record(1, vec![2, 2]),
+            ],
+            None,
+        ),
+        (
+            // id 1, then union index 2 of a two-branch union.
+            "Avro datum with a union index out of range",
+            Code::InvalidArgument,
+            t,
+            vec![create_avro(t, Some(NOTE_AVRO)), avro_record(0, vec![2, 4])],
             None,
         ),
         (
@@ -387,6 +431,26 @@ async fn every_bad_input_class_gets_its_status_and_a_good_stream_carries_on() {
         );
     };
     named("descriptor incompatible with the table", "id");
+    named(
+        "Avro schema missing (AVRO stream)",
+        "avro_schema_json is required for AVRO streams",
+    );
+    named(
+        "Avro schema that is not a record",
+        "Avro schema must be a record",
+    );
+    named(
+        "Avro schema that does not fit the table",
+        "Avro field `note`: int cannot fill column type STRING",
+    );
+    named(
+        "Avro datum truncated (after a valid one)",
+        "record at offset 1: field `note` at byte 2: record is truncated",
+    );
+    named(
+        "Avro datum with a union index out of range",
+        "union branch index 2 is out of range (the union has 2 branches)",
+    );
     named("NOT NULL violated", "id");
     named("offset gap", "expected 1");
     named("record over --max-record-bytes", "--max-record-bytes");

@@ -7,6 +7,7 @@
 mod audit;
 mod auth;
 mod auth_gate;
+mod avro;
 mod bad_input;
 mod catalog_etcd;
 mod cli_tables;

@@ -35,6 +35,30 @@ pub fn create(
     }
 }
 
+/// An AVRO `create_stream` request with writer schema `schema` (None: none sent).
+pub fn create_avro(table: &str, schema: Option<&str>) -> EphemeralStreamRequest {
+    EphemeralStreamRequest {
+        payload: Some(Payload::CreateStream(CreateIngestStreamRequest {
+            table_name: Some(table.into()),
+            descriptor_proto: None,
+            record_type: Some(RecordType::Avro as i32),
+            avro_schema_json: schema.map(str::to_string),
+        })),
+    }
+}
+
+/// One raw Avro datum at `offset`.
+pub fn avro_record(offset: i64, datum: Vec<u8>) -> EphemeralStreamRequest {
+    EphemeralStreamRequest {
+        payload: Some(Payload::IngestRecord(IngestRecordRequest {
+            offset_id: Some(offset),
+            record: Some(ingest_record_request::Record::AvroEncodedRecord(
+                Bytes::from(datum),
+            )),
+        })),
+    }
+}
+
 /// A JSON `create_stream` request.
 pub fn create_json(table: &str) -> EphemeralStreamRequest {
     create(table, RecordType::Json, None)

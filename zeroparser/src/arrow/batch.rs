@@ -25,10 +25,11 @@ use arrow_schema::{Fields, Schema, SchemaRef};
 use super::flat::FlatColumns;
 use super::nested::NestedColumns;
 use super::via_tree::ValueRows;
+use crate::avro::AvroPlan;
 use crate::error::{DecodeError, DecodeErrorKind, SchemaError};
 use crate::json::{self, JsonPlan};
 use crate::proto::{schema_id, ProtoPlan};
-use crate::rescue::{self, rescue_unknown, RescuedColumn};
+use crate::rescue::{self, rescue_unknown, ObjectText, RescuedColumn};
 use crate::schema::TableSchema;
 use crate::value::{finalize, Value};
 
@@ -138,13 +139,25 @@ impl RecordBatchBuilder {
             Columns::Flat(flat) | Columns::FlatRescuing(flat) => flat.append_proto(plan, record)?,
             Columns::Nested(nested) => nested.append_proto(plan, record, &self.schema.columns)?,
         }
-        let rescued = rescue_unknown(&plan.root, record).and_then(|text| {
+        let text = rescue_unknown(&plan.root, record);
+        self.end_rescued_row(text, weight)
+    }
+
+    /// Ends a row the columns already hold with its rescued-data `text`: checks the
+    /// batch's bound with the text's weight, else (or on a failed `text`) takes the row
+    /// back out of the columns.
+    fn end_rescued_row(
+        &mut self,
+        text: Result<Option<String>, DecodeError>,
+        weight: usize,
+    ) -> Result<(), DecodeError> {
+        let checked = text.and_then(|text| {
             let weight = rescued_weight(weight, text.as_deref());
             self.check_weight(weight)?;
             Ok((text, weight))
         });
-        let (text, weight) = match rescued {
-            Ok(rescued) => rescued,
+        let (text, weight) = match checked {
+            Ok(checked) => checked,
             Err(e) => {
                 match &mut self.columns {
                     Columns::Flat(flat) | Columns::FlatRescuing(flat) => flat.pop_row(),
@@ -195,6 +208,50 @@ impl RecordBatchBuilder {
             column.append(text.as_deref());
         }
         Ok(())
+    }
+
+    /// Decodes one raw Avro datum (no container framing) with `plan` and appends it; on
+    /// error nothing is appended. A plan compiled for rescue needs a builder with the
+    /// rescued-data column.
+    pub fn append_avro(&mut self, plan: &AvroPlan, record: &[u8]) -> Result<(), DecodeError> {
+        if plan.schema_id != self.schema_id || (plan.rescues && self.rescued.is_none()) {
+            return Err(DecodeError::new(DecodeErrorKind::PlanSchemaMismatch));
+        }
+        let weight = record
+            .len()
+            .saturating_add(1)
+            .saturating_mul(plan.amplification);
+        self.check_weight(weight)?;
+        match &mut self.columns {
+            Columns::Flat(flat) => flat.append_avro(plan, record, None)?,
+            Columns::Nested(nested) if self.rescued.is_none() => {
+                nested.append_avro(plan, record, None)?
+            }
+            _ => return self.append_avro_rescuing(plan, record, weight),
+        }
+        self.len += 1;
+        self.weight += weight;
+        Ok(())
+    }
+
+    /// [`append_avro`](Self::append_avro) with the `_rescued_data` column (cold: kept out
+    /// of the default path's code).
+    #[cold]
+    #[inline(never)]
+    fn append_avro_rescuing(
+        &mut self,
+        plan: &AvroPlan,
+        record: &[u8],
+        weight: usize,
+    ) -> Result<(), DecodeError> {
+        let mut object = ObjectText::default();
+        match &mut self.columns {
+            Columns::Flat(flat) | Columns::FlatRescuing(flat) => {
+                flat.append_avro(plan, record, Some(&mut object))?
+            }
+            Columns::Nested(nested) => nested.append_avro(plan, record, Some(&mut object))?,
+        }
+        self.end_rescued_row(Ok(object.finish()), weight)
     }
 
     fn check_weight(&self, weight: usize) -> Result<(), DecodeError> {

@@ -17,9 +17,11 @@ use arrow_array::ArrayRef;
 
 use super::leaf::{Data, LeafColumn};
 use super::via_tree::{self, ValueRows};
+use crate::avro::{self, AvroPlan};
 use crate::error::{DecodeError, DecodeErrorKind};
 use crate::json::{decode_into, JsonPlan, JsonSink, RECORD};
 use crate::proto::{ProtoPlan, Visitor};
+use crate::rescue::ObjectText;
 use crate::schema::Column;
 use crate::value::{Scalar, Value};
 
@@ -87,6 +89,31 @@ impl FlatColumns {
         }
         self.rollback();
         via_tree::append_json(self, plan, record, columns)
+    }
+
+    /// Decodes one Avro datum straight into the columns (the plan's compile checked every
+    /// type, so there is no value-tree path); on error the columns are as before.
+    pub(crate) fn append_avro(
+        &mut self,
+        plan: &AvroPlan,
+        record: &[u8],
+        rescued: Option<&mut ObjectText>,
+    ) -> Result<(), DecodeError> {
+        let mut writer = JsonWriter {
+            columns: &mut self.columns,
+            rows: self.rows,
+            failed: false,
+        };
+        let decoded = avro::decode_into(plan, record, &mut writer, rescued);
+        let result = match (decoded, writer.failed) {
+            (Ok(()), false) => self.end_row(0),
+            (Ok(()), true) => Err(DecodeError::new(DecodeErrorKind::NotNull)),
+            (Err(e), _) => Err(e),
+        };
+        if result.is_err() {
+            self.rollback();
+        }
+        result
     }
 
     /// Completes the record, which wrote `filled` columns: nulls for the columns it left

@@ -26,9 +26,11 @@ use arrow_array::ArrayRef;
 use super::leaf::Data;
 use super::node::{Kind, Node, Tree};
 use super::via_tree::{self, ValueRows};
-use crate::error::DecodeError;
+use crate::avro::{self, AvroPlan};
+use crate::error::{DecodeError, DecodeErrorKind};
 use crate::json::{decode_into, JsonPlan, JsonSink};
 use crate::proto::{ProtoPlan, Visitor};
+use crate::rescue::ObjectText;
 use crate::schema::Column;
 use crate::value::{Scalar, Value};
 
@@ -108,6 +110,35 @@ impl NestedColumns {
         }
         self.rollback();
         via_tree::append_json(self, plan, record, columns)
+    }
+
+    /// Decodes one Avro datum straight into the column tree (the plan's compile checked
+    /// every type and nullability, so there is no value-tree path; a map key that repeats
+    /// is the decoder's error); on error the columns are as before.
+    pub(crate) fn append_avro(
+        &mut self,
+        plan: &AvroPlan,
+        record: &[u8],
+        rescued: Option<&mut ObjectText>,
+    ) -> Result<(), DecodeError> {
+        self.tree.absent_is_empty = false;
+        let mut writer = JsonWriter {
+            tree: &mut self.tree,
+            failed: false,
+        };
+        let decoded = avro::decode_into(plan, record, &mut writer, rescued);
+        let result = match (decoded, writer.failed) {
+            (Ok(()), false) => self
+                .end_row()
+                .map_err(|()| DecodeError::new(DecodeErrorKind::NotNull)),
+            (Ok(()), true) => Err(DecodeError::new(DecodeErrorKind::NotNull)),
+            (Err(e), _) => Err(e),
+        };
+        self.tree.absent_is_empty = true;
+        if result.is_err() {
+            self.rollback();
+        }
+        result
     }
 
     /// Protobuf records handed to the value tree since the columns were made, rejected

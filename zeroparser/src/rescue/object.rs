@@ -24,6 +24,11 @@ impl ObjectText {
         self.text.push_str(&compact_json(json));
     }
 
+    /// Appends a JSON value text as it is (already compact).
+    pub(crate) fn raw(&mut self, json: &str) {
+        self.text.push_str(json);
+    }
+
     /// The object text, or `None` if it has no members.
     pub(crate) fn finish(mut self) -> Option<String> {
         if self.text.is_empty() {

@@ -2,6 +2,7 @@
 //! protobuf and JSON decoding semantics, every error kind, atomic appends, and property tests
 //! (schema text round trip, prost-reflect messages decoded value for value).
 
+mod avro_differential;
 mod flat_differential;
 mod json;
 mod prost_reflect_roundtrip;

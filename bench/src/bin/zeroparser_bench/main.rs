@@ -11,17 +11,23 @@
 //!   parse-and-touch rate from (a);
 //! - (c) JSON into an Arrow RecordBatch (`json_peers`): Sluice's `append_json` against
 //!   arrow-json's `ReaderBuilder` decoder with the same schema, on the same rows (workloads
-//!   with BINARY columns are left out).
+//!   with BINARY columns are left out);
+//! - (d) Avro into an Arrow RecordBatch (`avro_peers`): Sluice's `append_avro` on the same
+//!   rows encoded as raw Avro datums by apache-avro, beside apache-avro's own datum decoder
+//!   and Sluice's protobuf rows/s from (b) (workloads with BINARY or VARIANT columns are left
+//!   out).
 //!
 //! Single thread; each number is the median of several trials of at least one second of
 //! thread CPU time, in MB/s of input (10^6 bytes of protobuf, or of JSON text in (c), per
 //! CPU second).
 //!
 //! Usage: `zeroparser-bench [--trials N] [--min-trial-ms MS] [--records N] [--filter TEXT]
-//! [--only prost,reflect,official,sluice,reflect-arrow,sluice-arrow,arrow-json,sluice-json]`
+//! [--only prost,reflect,official,sluice,reflect-arrow,sluice-arrow,arrow-json,sluice-json,
+//! apache-avro,sluice-avro]`
 //! (a decoder left out shows 0).
 
 mod arrow_peers;
+mod avro_peers;
 mod generate;
 mod json_peers;
 mod prost_types_gen;
@@ -35,7 +41,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use databricks_zerobus_ingest_sdk::zeroparser::MessageRegistry;
 use sluice_bench::table::Table;
-use sluice_zeroparser::{ProtoPlan, TableSchema};
+use sluice_zeroparser::{AvroPlan, ProtoPlan, TableSchema};
 
 use crate::timing::{median_mb_per_s, Plan};
 use crate::workloads::Workload;
@@ -216,6 +222,15 @@ fn main() -> anyhow::Result<()> {
         "Sluice append_json MB/s",
         "Sluice / arrow-json",
     ]);
+    let mut avro_table = Table::new(&[
+        "workload",
+        "Avro bytes/row",
+        "apache-avro to values MB/s",
+        "Sluice append_avro MB/s",
+        "Sluice Avro rows/s",
+        "Sluice protobuf rows/s",
+        "Avro / protobuf rows",
+    ]);
     for workload in &workloads {
         let c = compile(workload)?;
         check(workload, &c)?;
@@ -290,6 +305,35 @@ fn main() -> anyhow::Result<()> {
                 mb(sluice_json),
                 format!("{:.2}×", sluice_json / arrow_json),
             ]);
+            if let Some(avro) = avro_peers::rows(&c.schema, &rows) {
+                let plan = AvroPlan::compile(&avro.schema_json, &c.schema, false)
+                    .with_context(|| format!("{}: Avro schema", workload.name))?;
+                let datums = &avro.datums;
+                let avro_bytes: usize = datums.iter().map(Vec::len).sum();
+                if avro_peers::sluice(&c.schema, &plan, datums) != datums.len()
+                    || avro_peers::apache(&avro.schema, datums) != datums.len()
+                {
+                    bail!("{}: an Avro decoder rejected a datum", workload.name);
+                }
+                let apache = measure(&args, "apache-avro", avro_bytes, || {
+                    std::hint::black_box(avro_peers::apache(&avro.schema, datums));
+                });
+                let sluice_avro = measure(&args, "sluice-avro", avro_bytes, || {
+                    std::hint::black_box(avro_peers::sluice(&c.schema, &plan, datums));
+                });
+                let per_row = avro_bytes as f64 / datums.len().max(1) as f64;
+                let avro_rows = sluice_avro * 1e6 / per_row;
+                let proto_rows = sluice_arrow * 1e6 / workload.mean_record_bytes();
+                avro_table.row(vec![
+                    workload.name.into(),
+                    format!("{per_row:.0}"),
+                    mb(apache),
+                    mb(sluice_avro),
+                    format!("{:.2} M", avro_rows / 1e6),
+                    format!("{:.2} M", proto_rows / 1e6),
+                    format!("{:.2}×", avro_rows / proto_rows),
+                ]);
+            }
         }
     }
     println!(
@@ -313,5 +357,11 @@ fn main() -> anyhow::Result<()> {
         arrow_peers::BATCH_ROWS
     );
     println!("{}", json_table.render());
+    println!(
+        "Mode (d): Avro datums into an Arrow RecordBatch ({} rows per batch; MB/s of Avro \
+         datums; rows/s against Sluice's protobuf into Arrow on the same rows)\n",
+        arrow_peers::BATCH_ROWS
+    );
+    println!("{}", avro_table.render());
     Ok(())
 }
