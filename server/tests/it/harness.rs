@@ -27,6 +27,7 @@ pub struct Server {
     pub data_dir: PathBuf,
     flush_interval: String,
     extra_args: Vec<String>,
+    env: Vec<(String, String)>,
 }
 
 impl Server {
@@ -37,6 +38,17 @@ impl Server {
 
     /// Starts a server with extra `sluice serve` arguments.
     pub async fn start_with_args(data_dir: &Path, flush_interval: &str, extra: &[&str]) -> Server {
+        Self::start_with_env(data_dir, flush_interval, extra, &[]).await
+    }
+
+    /// Starts a server with extra `sluice serve` arguments and environment variables (test
+    /// hooks); a restart keeps both.
+    pub async fn start_with_env(
+        data_dir: &Path,
+        flush_interval: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Server {
         let port = free_port();
         let mut s = Server {
             child: None,
@@ -45,6 +57,10 @@ impl Server {
             data_dir: data_dir.to_path_buf(),
             flush_interval: flush_interval.to_string(),
             extra_args: extra.iter().map(|s| s.to_string()).collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         };
         s.spawn().await;
         s
@@ -71,6 +87,7 @@ impl Server {
             ])
             .args(&self.extra_args)
             .env("RUST_LOG", "info")
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .envs(
                 self.extra_args
                     .iter()
