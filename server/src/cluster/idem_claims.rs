@@ -271,6 +271,17 @@ impl ClusterKeys {
                 expected = kv.mod_revision;
                 continue;
             }
+            if found == claim {
+                // Our own put of an attempt whose answer was lost: this pod has one
+                // request per key in flight, and it arrived at this millisecond.
+                return Ok(ClaimOutcome::Won(Ticket {
+                    claim_key,
+                    marker,
+                    revision: kv.mod_revision,
+                    lease: kv.lease,
+                    claim,
+                }));
+            }
             return Ok(match found.state {
                 KeyState::Durable => ClaimOutcome::Durable { pod: found.pod },
                 KeyState::Pending => ClaimOutcome::Pending { pod: found.pod },
