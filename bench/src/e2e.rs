@@ -155,6 +155,52 @@ pub fn serve_args(data_dir: &Path, port: u16, flush_interval: &str) -> Vec<Strin
     ]
 }
 
+/// Starts a one-member etcd (`etcd` from PATH, member `name`) with its data and log in
+/// `dir`; returns it once healthy, with the `etcd://HOST:PORT` URL pods join.
+pub async fn start_etcd(dir: &Path, name: &str) -> Result<(Process, String)> {
+    let (client, peer) = (free_port()?, free_port()?);
+    let args: Vec<String> = [
+        "--name",
+        name,
+        "--data-dir",
+        &dir.join("etcd").display().to_string(),
+        "--listen-client-urls",
+        &format!("http://127.0.0.1:{client}"),
+        "--advertise-client-urls",
+        &format!("http://127.0.0.1:{client}"),
+        "--listen-peer-urls",
+        &format!("http://127.0.0.1:{peer}"),
+        "--initial-advertise-peer-urls",
+        &format!("http://127.0.0.1:{peer}"),
+        "--initial-cluster",
+        &format!("{name}=http://127.0.0.1:{peer}"),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let etcd = Process::spawn(
+        Path::new("etcd"),
+        &args,
+        &dir.join("etcd.log"),
+        format!("http://127.0.0.1:{client}"),
+    )?;
+    wait_ready(&format!("{}/health", etcd.url)).await?;
+    Ok((etcd, format!("etcd://127.0.0.1:{client}")))
+}
+
+/// A cluster's key-encryption key file (every pod of a cluster needs the same one), written
+/// once as `dir/secrets.key`, mode 0600.
+pub fn kek_file(dir: &Path) -> Result<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("secrets.key");
+    if !path.exists() {
+        // base64 of 32 bytes of 0x2a: a fixed benchmark key.
+        std::fs::write(&path, "KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio=\n")?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+    }
+    Ok(path)
+}
+
 /// Polls `url` until it answers 2xx.
 pub async fn wait_ready(url: &str) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(60);

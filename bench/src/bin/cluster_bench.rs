@@ -35,8 +35,8 @@ use anyhow::{bail, Context, Result};
 use clap::Parser;
 use databricks_zerobus_ingest_sdk::{ProtoBytes, ZerobusSdk};
 use sluice_bench::e2e::{
-    descriptor, free_port, padding, record, serve_args, wait_ready, AckTimes, Process, Timeline,
-    CLIENT_ID, CLIENT_SECRET, ID_STRIDE,
+    descriptor, free_port, kek_file, padding, record, serve_args, start_etcd, wait_ready, AckTimes,
+    Process, Timeline, CLIENT_ID, CLIENT_SECRET, ID_STRIDE,
 };
 use sluice_bench::stats::Samples;
 use sluice_bench::table::Table;
@@ -94,36 +94,10 @@ impl Cluster {
         let dir = opts.work.join(name);
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir)?;
-        let (client, peer) = (free_port()?, free_port()?);
-        let args: Vec<String> = [
-            "--name",
-            "bench",
-            "--data-dir",
-            &dir.join("etcd").display().to_string(),
-            "--listen-client-urls",
-            &format!("http://127.0.0.1:{client}"),
-            "--advertise-client-urls",
-            &format!("http://127.0.0.1:{client}"),
-            "--listen-peer-urls",
-            &format!("http://127.0.0.1:{peer}"),
-            "--initial-advertise-peer-urls",
-            &format!("http://127.0.0.1:{peer}"),
-            "--initial-cluster",
-            &format!("bench=http://127.0.0.1:{peer}"),
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        let etcd = Process::spawn(
-            Path::new("etcd"),
-            &args,
-            &dir.join("etcd.log"),
-            format!("http://127.0.0.1:{client}"),
-        )?;
-        wait_ready(&format!("{}/health", etcd.url)).await?;
+        let (etcd, join) = start_etcd(&dir, "bench").await?;
         Ok(Cluster {
             sluice: opts.sluice.clone(),
-            join: format!("etcd://127.0.0.1:{client}"),
+            join,
             dir,
             _etcd: etcd,
             pods: Vec::new(),
@@ -193,17 +167,9 @@ impl Cluster {
         Ok(router)
     }
 
-    /// The cluster's key-encryption key (every pod of a cluster needs the same one), written
-    /// once under the cluster's folder.
+    /// The cluster's key-encryption key file.
     fn kek_file(&self) -> Result<PathBuf> {
-        use std::os::unix::fs::PermissionsExt;
-        let path = self.dir.join("secrets.key");
-        if !path.exists() {
-            // base64 of 32 bytes of 0x2a: a fixed benchmark key.
-            std::fs::write(&path, "KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio=\n")?;
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
-        }
-        Ok(path)
+        kek_file(&self.dir)
     }
 
     fn status(&self) -> Result<Vec<serde_json::Value>> {

@@ -71,10 +71,22 @@ impl EtcdClient {
     /// Applies `success` atomically if every compare holds (else nothing); the response says
     /// which happened and carries the store's revision after it.
     pub async fn txn(&self, compare: Vec<Compare>, success: Vec<RequestOp>) -> Result<TxnResponse> {
+        self.txn_else(compare, success, Vec::new()).await
+    }
+
+    /// Applies `success` atomically if every compare holds, else `failure` (e.g. a read of
+    /// what made a compare fail, in the same round trip); the response says which ran and
+    /// carries their answers.
+    pub async fn txn_else(
+        &self,
+        compare: Vec<Compare>,
+        success: Vec<RequestOp>,
+        failure: Vec<RequestOp>,
+    ) -> Result<TxnResponse> {
         let request = TxnRequest {
             compare,
             success,
-            failure: Vec::new(),
+            failure,
         };
         self.call("txn", || {
             let (mut kv, request) = (self.kv.clone(), request.clone());
@@ -128,6 +140,26 @@ pub fn put_leased_op(key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>, lease: 
 pub fn put_op(key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) -> RequestOp {
     RequestOp {
         request: Some(Request::RequestPut(put_request(key, value, 0))),
+    }
+}
+
+/// Txn operation: read `key`.
+pub fn get_op(key: impl Into<Vec<u8>>) -> RequestOp {
+    RequestOp {
+        request: Some(Request::RequestRange(RangeRequest {
+            key: key.into(),
+            ..Default::default()
+        })),
+    }
+}
+
+/// Txn operation: delete `key` (nothing if it is absent).
+pub fn delete_op(key: impl Into<Vec<u8>>) -> RequestOp {
+    RequestOp {
+        request: Some(Request::RequestDeleteRange(DeleteRangeRequest {
+            key: key.into(),
+            ..Default::default()
+        })),
     }
 }
 

@@ -1,10 +1,12 @@
 //! `sluice pod drain POD`: asks a pod, through the meta store, to drain, and
 //! waits until it has left the cluster. `sluice pod forget POD`: clears a pod's
-//! ownership of persistent streams (a pod whose volume is lost for good).
+//! ownership of persistent streams and deletes the REST idempotency-key claims it left
+//! pending (a pod whose volume is lost for good).
 
 use std::time::Duration;
 
 use clap::Subcommand;
+use sluice_server::cluster::idem_claims::settle_pending;
 use sluice_server::etcd_access::EtcdAccess;
 use sluice_server::pstreams::forget::forget_pod;
 use sluice_server::pstreams::EtcdStreamStore;
@@ -34,7 +36,8 @@ pub enum PodCommand {
     },
     /// Forget a pod whose volume is lost for good: its persistent streams lose their owner,
     /// so they resume on other pods from the watermark in Delta. The records only that pod's
-    /// WAL held (acked, not yet committed) are lost. Refused while the pod is registered.
+    /// WAL held (acked, not yet committed) are lost; REST idempotency keys it left pending
+    /// are released (a retry writes its request). Refused while the pod is registered.
     Forget {
         /// Pod id.
         pod: String,
@@ -57,8 +60,11 @@ pub async fn run(command: PodCommand) -> anyhow::Result<()> {
             timeout,
         } => (pod, join, etcd, no_wait, timeout),
         PodCommand::Forget { pod, join, etcd } => {
-            let cleared = forget(&join, &etcd, &pod).await?;
-            println!("{pod} forgotten: {cleared} persistent stream(s) released");
+            let (cleared, keys) = forget(&join, &etcd, &pod).await?;
+            println!(
+                "{pod} forgotten: {cleared} persistent stream(s) released, \
+                 {keys} pending idempotency key(s) released"
+            );
             return Ok(());
         }
     };
@@ -103,9 +109,10 @@ pub async fn drain(
     Ok(false)
 }
 
-/// Clears pod `id`'s ownership of persistent streams; refused while `id` is registered (a
-/// live pod releases its streams itself). Returns how many streams it owned.
-pub async fn forget(join: &str, etcd: &EtcdAccess, id: &str) -> Result<usize> {
+/// Clears pod `id`'s ownership of persistent streams and deletes the idempotency-key
+/// claims it left pending; refused while `id` is registered (a live pod releases its
+/// streams itself). Returns how many streams it owned and how many claims were deleted.
+pub async fn forget(join: &str, etcd: &EtcdAccess, id: &str) -> Result<(usize, usize)> {
     let meta = connect_meta(join, etcd).await?;
     if meta
         .pods()
@@ -119,5 +126,7 @@ pub async fn forget(join: &str, etcd: &EtcdAccess, id: &str) -> Result<usize> {
              forget only a pod that will not come back"
         )));
     }
-    forget_pod(&EtcdStreamStore::new(meta), id).await
+    let (_, keys) = settle_pending(&meta, id, &Default::default()).await?;
+    let streams = forget_pod(&EtcdStreamStore::new(meta), id).await?;
+    Ok((streams, keys))
 }

@@ -4,7 +4,7 @@
 //! `committer_grpc` / `handoff_wire` / `peer_client`: the internal
 //! `sluice.cluster.v1.Committer` service; `peer_auth`: pod-to-pod tokens), and the
 //! internal `sluice.cluster.v1.PersistentStreams` service (`pstreams_grpc`, served;
-//! `pstreams_peers`, called).
+//! `pstreams_peers`, called), and the cluster's REST idempotency keys (`idem_claims`).
 //!
 //! Drain (on `sluice pod drain POD` or SIGTERM):
 //! 1. publish `draining` (routers stop placing new streams here within one refresh);
@@ -19,6 +19,7 @@
 pub mod committer_grpc;
 pub mod election;
 pub mod handoff_wire;
+pub mod idem_claims;
 pub mod load;
 pub mod peer_auth;
 pub mod peer_client;

@@ -31,7 +31,13 @@ pub async fn insert(
         Err(e) => {
             let (status, code) = e.status();
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            json_error(status, code, e.to_string())
+            let mut response = json_error(status, code, e.to_string());
+            if let Some(secs) = e.retry_after() {
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, header::HeaderValue::from(secs));
+            }
+            response
         }
     }
 }
@@ -87,5 +93,5 @@ async fn handle(
     let decoded = body::decode(&wire, encoding, limit)?;
     let records = body::split(&decoded, layout)?;
     let key = header_text(headers, IDEMPOTENCY_KEY)?;
-    Ok(service::insert(pod, rest, &sink, &records, key).await?)
+    service::insert(pod, rest, &sink, &records, key).await
 }

@@ -4,9 +4,10 @@
 //! streams ack and end, commit every memtable, close (after a drain: delete)
 //! the WAL.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
-use sluice_wal::{Durability, Wal, WalOptions};
+use sluice_wal::{Durability, Lsn, Wal, WalOptions};
 use tokio::sync::Mutex as AsyncMutex;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -18,11 +19,13 @@ use crate::auth::bootstrap::bootstrap_admin;
 use crate::auth::kek::pod_kek;
 use crate::auth::Authenticator;
 use crate::catalog::{Catalog, EtcdStore};
+use crate::cluster::idem_claims::{key_hash, ClusterKeys};
 use crate::cluster::load::LoadCounters;
 use crate::cluster::pstreams_peers::PeerStreams;
 use crate::cluster::roles::CommitRoles;
 use crate::config::{AuthMode, ClusterConfig, ServeConfig};
 use crate::error::{Result, ServerError};
+use crate::journal::frames::KeyRecord;
 use crate::journal::{replay, StreamRegistry};
 use crate::pstreams::{
     EtcdStreamStore, FileStreamStore, PersistentStreamStore, PersistentStreams, StreamPeers,
@@ -100,10 +103,22 @@ impl Pod {
             };
             sinks.insert(Arc::new(open_sink(env, &entry).await?))?;
         }
+        let idem_claims = match (&config.cluster, &meta) {
+            (Some(cluster), Some(meta)) => Some(Arc::new(ClusterKeys::new(
+                meta.clone(),
+                cluster.pod_id.clone(),
+                wal.id().to_string(),
+                config.idempotency_window,
+            ))),
+            _ => None,
+        };
         let pstreams = open_pstreams(&config, &auth, meta)?;
         let replayed = replay(&wal, &sinks, &streams)?;
         for (id, (offset, lsn)) in &replayed.persistent {
             pstreams.wal_logged(id, *offset, *lsn);
+        }
+        if let Some(claims) = &idem_claims {
+            settle_claims(claims, &replayed.keys).await?;
         }
         let now = now_ms();
         for (key, lsn) in replayed.keys {
@@ -136,6 +151,7 @@ impl Pod {
             load: Arc::new(LoadCounters::default()),
             roles,
             idempotency: keys,
+            idem_claims,
         }))
     }
 
@@ -170,6 +186,25 @@ impl Pod {
         }
         Ok(())
     }
+}
+
+/// Settles the idempotency-key claims this pod left pending in etcd when it stopped
+/// (SIGKILL, crash): durable if `written` (the keys of its replayed WAL) holds the key,
+/// else deleted. Before the pod serves, so a retry elsewhere is fenced until then.
+async fn settle_claims(claims: &ClusterKeys, written: &[(KeyRecord, Lsn)]) -> Result<()> {
+    let written: HashSet<(String, String)> = written
+        .iter()
+        .map(|(k, _)| (k.table.to_ascii_lowercase(), key_hash(&k.key)))
+        .collect();
+    let (durable, deleted) = claims.settle_after_restart(&written).await?;
+    if durable + deleted > 0 {
+        tracing::info!(
+            durable,
+            deleted,
+            "idempotency keys this pod left pending in etcd settled from its WAL"
+        );
+    }
+    Ok(())
 }
 
 /// The committer roles of a cluster pod (election in etcd, hand-off routing).

@@ -1,7 +1,8 @@
 //! A refused REST request: its HTTP status and `error_code`, following the gRPC mapping
 //! of Zerobus' REST surface (INVALID_PARAMETER_VALUE 400, NOT_FOUND 404, NOT_IMPLEMENTED
 //! 501, UNAUTHENTICATED 401, PERMISSION_DENIED 403, RESOURCE_EXHAUSTED 429,
-//! TEMPORARILY_UNAVAILABLE 503), plus 413 and 415 for bodies.
+//! TEMPORARILY_UNAVAILABLE 503), plus 413 and 415 for bodies, and 503 with `Retry-After`
+//! for a key another request (on any pod of a cluster) is still writing.
 
 use super::body::BodyError;
 use crate::error::ServerError;
@@ -15,6 +16,15 @@ pub enum RestError {
     /// The pod refused it (auth, table, record, WAL).
     #[error(transparent)]
     Server(#[from] ServerError),
+    /// A request with the same `Idempotency-Key` is being written (or its pod died before
+    /// it settled the key): retry after `retry_after_secs`.
+    #[error("{message}")]
+    KeyPending {
+        /// What holds the key.
+        message: String,
+        /// The `Retry-After` hint, seconds.
+        retry_after_secs: u64,
+    },
 }
 
 impl RestError {
@@ -27,6 +37,17 @@ impl RestError {
             }
             RestError::Body(_) => (400, "INVALID_PARAMETER_VALUE"),
             RestError::Server(e) => server_status(e),
+            RestError::KeyPending { .. } => (503, "TEMPORARILY_UNAVAILABLE"),
+        }
+    }
+
+    /// The `Retry-After` seconds to answer with, if any.
+    pub fn retry_after(&self) -> Option<u64> {
+        match self {
+            RestError::KeyPending {
+                retry_after_secs, ..
+            } => Some(*retry_after_secs),
+            _ => None,
         }
     }
 }

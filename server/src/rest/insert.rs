@@ -11,20 +11,31 @@
 //! before a purge), so replay re-parses REST records like a stream's. Its offsets number
 //! the records in the order they were parsed (`_sluice_offset` is unique per REST
 //! stream, not ordered by arrival across concurrent requests).
+//!
+//! A keyed request claims its key in the pod's WAL index first and, in a cluster, then
+//! in etcd (after its records parsed, so a bad request costs no etcd call); another
+//! pod's claim answers 200 (durable) or 503 with `Retry-After` (pending). Its write runs
+//! as a task of its own and settles the claim: durable once the frame is durable,
+//! released if the WAL refused the frame.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use arrow_array::RecordBatch;
+use sluice_wal::Wal;
 use tokio::sync::OnceCell;
 
+use super::error::RestError;
 use super::idempotency::{now_ms, Claim, IdempotencyIndex, KeyGuard, MAX_KEY_BYTES};
+use crate::cluster::idem_claims::{ClaimOutcome, ClusterKeys, Settle, Ticket};
 use crate::error::{Result, ServerError};
 use crate::journal::frames::{
     encode_keyed, encode_records, RecordFormat, StreamOpen, KIND_KEYED_RECORDS, KIND_RECORDS,
     KIND_STREAM_OPEN,
 };
+use crate::journal::StreamRegistry;
 use crate::pod::Pod;
 use crate::sink::SharedSink;
 
@@ -33,9 +44,14 @@ use crate::sink::SharedSink;
 const MEMTABLE_LIMIT_FLUSHES: usize = 4;
 /// How often a request waiting on another with the same key looks again.
 const KEY_WAIT_POLL: Duration = Duration::from_millis(20);
+/// `Retry-After` of a key another live pod (or this one) is writing.
+const KEY_PENDING_RETRY_SECS: u64 = 1;
+/// `Retry-After` of a key whose pod is gone (back after its restart and replay).
+const KEY_FENCED_RETRY_SECS: u64 = 5;
 /// Test hook: with this variable set to a duration (`300ms`), every REST insert waits that
-/// long after its records are durable before it answers, so a test can SIGKILL the pod
-/// between the write and the answer.
+/// long after its records are durable before it answers (and, in a cluster, before it
+/// marks its key durable in etcd), so a test can SIGKILL the pod between the write and
+/// the answer.
 pub const PAUSE_AFTER_DURABLE_ENV: &str = "SLUICE_TEST_REST_PAUSE_AFTER_DURABLE";
 
 /// The REST side of a pod: each table's REST stream and the pod's idempotency keys.
@@ -141,29 +157,25 @@ async fn claim(keys: &IdempotencyIndex, table: &str, key: &str) -> Result<Option
 
 /// Writes `records` (JSON object texts) into `sink`'s table, all or nothing, and returns
 /// once they are durable. `idempotency_key`: a retry of a request with this key within
-/// the window is acknowledged without writing.
+/// the window is acknowledged without writing — on this pod (its WAL index) and, in a
+/// cluster, on any pod (the key's claim in etcd, `cluster::idem_claims`).
 pub async fn insert(
     pod: &Pod,
     rest: &RestIngest,
     sink: &SharedSink,
     records: &[&str],
     idempotency_key: Option<&str>,
-) -> Result<Inserted> {
+) -> std::result::Result<Inserted, RestError> {
     if pod.is_shutting_down() {
         return Err(ServerError::Unavailable(
             "this pod is shutting down; retry (another pod or after the restart)".into(),
-        ));
+        )
+        .into());
     }
-    let guard = match idempotency_key {
+    let local = match idempotency_key {
         Some(key) => match claim(&rest.keys, sink.name(), key).await? {
             Some(guard) => Some((key, guard)),
-            None => {
-                metrics::counter!("sluice_rest_duplicate_requests_total").increment(1);
-                return Ok(Inserted {
-                    records: 0,
-                    duplicate: true,
-                });
-            }
+            None => return Ok(duplicate()),
         },
         None => None,
     };
@@ -174,55 +186,180 @@ pub async fn insert(
             return Err(ServerError::InvalidArgument(format!(
                 "record {i}: {} bytes, over the record limit of {max_record}",
                 record.len()
-            )));
+            ))
+            .into());
         }
         builder
             .append_json(record)
             .map_err(|e| ServerError::InvalidArgument(format!("record {i}: {e}")))?;
     }
     let stream_key = rest.stream(pod, sink).await?;
-    let first = rest.offsets(sink.name(), records.len())?;
-    let batch = sink.with_system_columns(
-        builder.finish(),
-        stream_key,
-        (0..records.len()).map(|i| first + i as i64),
-    )?;
-    let frame = encode_records(
-        stream_key,
-        records
-            .iter()
-            .enumerate()
-            .map(move |(i, r)| (first + i as i64, r.as_bytes())),
-    );
-    let (kind, payload) = match &guard {
-        Some((key, g)) => (KIND_KEYED_RECORDS, encode_keyed(key, g.at_ms(), &frame)),
-        None => (KIND_RECORDS, frame),
+    let cluster = match (&local, &pod.idem_claims) {
+        (Some((key, guard)), Some(keys)) => {
+            match keys.claim(sink.name(), key, guard.at_ms()).await? {
+                ClaimOutcome::Won(ticket) => Some((keys.clone(), ticket)),
+                ClaimOutcome::Durable { .. } => return Ok(duplicate()),
+                ClaimOutcome::Pending { pod: owner } => {
+                    return Err(pending(keys, &owner, pod.pod_id()).await)
+                }
+            }
+        }
+        _ => None,
+    };
+    let prepared = (|| {
+        let first = rest.offsets(sink.name(), records.len())?;
+        let batch = sink.with_system_columns(
+            builder.finish(),
+            stream_key,
+            (0..records.len()).map(|i| first + i as i64),
+        )?;
+        let frame = encode_records(
+            stream_key,
+            records
+                .iter()
+                .enumerate()
+                .map(move |(i, r)| (first + i as i64, r.as_bytes())),
+        );
+        Ok::<_, ServerError>((batch, frame))
+    })();
+    let (batch, frame) = match prepared {
+        Ok(prepared) => prepared,
+        Err(e) => {
+            if let Some((keys, ticket)) = cluster {
+                keys.settle(ticket, Settle::Release).await;
+            }
+            return Err(e.into());
+        }
+    };
+    let (kind, payload, local) = match local {
+        Some((key, g)) => (
+            KIND_KEYED_RECORDS,
+            encode_keyed(key, g.at_ms(), &frame),
+            Some(g),
+        ),
+        None => (KIND_RECORDS, frame, None),
     };
     let bytes: usize = records.iter().map(|r| r.len()).sum();
-    sink.wait_for_room(
-        pod.config
+    let write = Write {
+        sink: sink.clone(),
+        wal: pod.wal.clone(),
+        streams: pod.streams.clone(),
+        stream_key,
+        kind,
+        payload,
+        batch,
+        room: pod
+            .config
             .flush_bytes
             .saturating_mul(MEMTABLE_LIMIT_FLUSHES),
-    )
-    .await;
-    let lsn = sink.append(kind, payload, Some(batch)).await?;
-    pod.streams.records_logged(stream_key, lsn);
-    pod.wal.wait_durable(lsn).await?;
-    if let Some((_, g)) = guard {
-        g.done(lsn);
+        local,
+        cluster,
+        pause: rest.pause_after_durable,
+    };
+    if write.local.is_some() {
+        // A keyed write runs on its own, so a client hanging up cannot cut it between the
+        // WAL append and settling its key.
+        tokio::spawn(write.run())
+            .await
+            .map_err(|e| ServerError::Internal(format!("REST write task: {e}")))??;
+    } else {
+        write.run().await?;
     }
     metrics::counter!("sluice_rest_records_total").increment(records.len() as u64);
     metrics::counter!("sluice_ingest_bytes_total").increment(bytes as u64);
     pod.load.record_ingress(bytes);
-    if let Some(pause) = rest.pause_after_durable {
-        tracing::warn!(
-            lsn,
-            "REST insert durable; pausing {pause:?} before the answer (test hook)"
-        );
-        tokio::time::sleep(pause).await;
-    }
     Ok(Inserted {
         records: records.len(),
         duplicate: false,
     })
+}
+
+fn duplicate() -> Inserted {
+    metrics::counter!("sluice_rest_duplicate_requests_total").increment(1);
+    Inserted {
+        records: 0,
+        duplicate: true,
+    }
+}
+
+/// The 503 for a key `owner` claimed and has not settled.
+async fn pending(keys: &ClusterKeys, owner: &str, me: &str) -> RestError {
+    metrics::counter!("sluice_rest_key_pending_refusals_total").increment(1);
+    let registered = owner == me || keys.registered(owner).await.unwrap_or(true);
+    let (message, retry_after_secs) = if registered {
+        (
+            format!(
+                "a request with this Idempotency-Key is being written by pod `{owner}`; \
+                 retry to learn its outcome"
+            ),
+            KEY_PENDING_RETRY_SECS,
+        )
+    } else {
+        (
+            format!(
+                "a request with this Idempotency-Key was being written by pod `{owner}`, \
+                 which is not registered: the key is fenced until that pod is back and \
+                 has replayed its WAL"
+            ),
+            KEY_FENCED_RETRY_SECS,
+        )
+    };
+    RestError::KeyPending {
+        message,
+        retry_after_secs,
+    }
+}
+
+/// One request's write, owned.
+struct Write {
+    sink: SharedSink,
+    wal: Wal,
+    streams: Arc<StreamRegistry>,
+    stream_key: u64,
+    kind: u8,
+    payload: Vec<u8>,
+    batch: RecordBatch,
+    room: usize,
+    local: Option<KeyGuard>,
+    cluster: Option<(Arc<ClusterKeys>, Ticket)>,
+    pause: Option<Duration>,
+}
+
+impl Write {
+    /// Logs the frame and adds the batch to the memtable, waits until the frame is
+    /// durable, then settles the key (the WAL index, then the cluster's claim). A frame
+    /// refused by the WAL releases the claim; a WAL that fails after the append leaves it
+    /// pending (the frame may be durable), for the pod's replay to settle after a restart.
+    async fn run(self) -> Result<()> {
+        self.sink.wait_for_room(self.room).await;
+        let lsn = match self
+            .sink
+            .append(self.kind, self.payload, Some(self.batch))
+            .await
+        {
+            Ok(lsn) => lsn,
+            Err(e) => {
+                if let Some((keys, ticket)) = self.cluster {
+                    keys.settle(ticket, Settle::Release).await;
+                }
+                return Err(e);
+            }
+        };
+        self.streams.records_logged(self.stream_key, lsn);
+        self.wal.wait_durable(lsn).await?;
+        if let Some(guard) = self.local {
+            guard.done(lsn);
+        }
+        if let Some(pause) = self.pause {
+            tracing::warn!(
+                lsn,
+                "REST insert durable; pausing {pause:?} before the answer (test hook)"
+            );
+            tokio::time::sleep(pause).await;
+        }
+        if let Some((keys, ticket)) = self.cluster {
+            keys.settle(ticket, Settle::Durable).await;
+        }
+        Ok(())
+    }
 }

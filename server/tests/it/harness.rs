@@ -42,7 +42,8 @@ impl Server {
         Self::start_with_env(data_dir, flush_interval, extra, &[]).await
     }
 
-    /// Starts a server with extra arguments and environment variables (test hooks).
+    /// Starts a server with extra `sluice serve` arguments and environment variables (test
+    /// hooks); a restart keeps both.
     pub async fn start_with_env(
         data_dir: &Path,
         flush_interval: &str,

@@ -38,6 +38,7 @@ mod persistent_raw;
 mod protocol_errors;
 mod raw;
 mod rescued_data;
+mod rest_cluster;
 mod restart;
 mod rows;
 mod sdk_end_to_end;

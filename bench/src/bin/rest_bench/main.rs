@@ -7,7 +7,10 @@
 //! REST sends) and once with protobuf (the stream path's usual format). For every row the
 //! server's CPU (user + system from /proc/<pid>/stat) per record and records per server
 //! CPU-second; the goal lines compare REST with 100-record requests to gRPC (proto, and
-//! JSON for a like-for-like parse).
+//! JSON for a like-for-like parse). `--keys unkeyed,keyed` adds rows whose every request
+//! carries a fresh `Idempotency-Key`; `--cluster` runs each scenario against a one-pod
+//! cluster (its own etcd, the pod with `--join`), where a keyed request also claims and
+//! settles its key in etcd, and adds etcd's CPU beside the pod's.
 //!
 //! Run: `cargo build --release -p sluice-server && cargo run --release -p sluice-bench
 //! --features e2e --bin rest-bench -- --seconds 10`.
@@ -51,6 +54,22 @@ struct Options {
     /// The server's `--flush-interval`.
     #[arg(long, default_value = "1s")]
     flush_interval: String,
+    /// REST rows without and/or with an `Idempotency-Key` per request.
+    #[arg(long, value_delimiter = ',', default_value = "unkeyed")]
+    keys: Vec<Keys>,
+    /// Run every scenario against a one-pod cluster (etcd from PATH + `--join`).
+    #[arg(long)]
+    cluster: bool,
+    /// Skip the gRPC rows (and the goal lines, which compare with them).
+    #[arg(long)]
+    no_grpc: bool,
+}
+
+/// Whether REST requests carry an `Idempotency-Key`.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Keys {
+    Unkeyed,
+    Keyed,
 }
 
 /// One row of the table.
@@ -62,6 +81,8 @@ struct Row {
     seconds: f64,
     latency_ms: Option<Samples>,
     cpu_s: f64,
+    /// etcd's CPU over the window (cluster runs).
+    etcd_cpu_s: Option<f64>,
 }
 
 impl Row {
@@ -70,67 +91,125 @@ impl Row {
     }
 }
 
-/// A fresh server with the telemetry table; returns it, its data dir and the table name.
-async fn fresh_server(opts: &Options, name: &str) -> Result<(Server, PathBuf, String)> {
+/// A fresh server (with its etcd under `--cluster`) and the telemetry table.
+struct Fresh {
+    server: Server,
+    etcd: Option<sluice_bench::e2e::Process>,
+    dir: PathBuf,
+    table: String,
+}
+
+impl Fresh {
+    fn etcd_cpu(&self) -> Result<Option<f64>> {
+        self.etcd
+            .as_ref()
+            .map(|e| cpu::cpu_seconds(e.child.id()))
+            .transpose()
+    }
+}
+
+async fn fresh_server(opts: &Options, name: &str) -> Result<Fresh> {
     let dir = std::env::temp_dir().join(format!("sluice-rest-bench-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
-    let server = Server::start(&opts.sluice, &dir, &opts.flush_interval, &[])?;
+    let (etcd, extra) = if opts.cluster {
+        let (etcd, join) = sluice_bench::e2e::start_etcd(&dir, "bench").await?;
+        let kek = sluice_bench::e2e::kek_file(&dir)?;
+        let extra = vec![
+            "--join".to_string(),
+            join,
+            "--pod-id".into(),
+            "bench-pod".into(),
+            "--secrets-key-file".into(),
+            kek.display().to_string(),
+        ];
+        (Some(etcd), extra)
+    } else {
+        (None, Vec::new())
+    };
+    let pod_dir = dir.join("pod");
+    std::fs::create_dir_all(&pod_dir)?;
+    let server = Server::start(&opts.sluice, &pod_dir, &opts.flush_interval, &extra)?;
     server.wait_ready().await?;
     let table = format!("bench.rest.{name}");
     server
         .create_table(&table, sluice_bench::e2e::telemetry_columns())
         .await?;
-    Ok((server, dir, table))
+    Ok(Fresh {
+        server,
+        etcd,
+        dir,
+        table,
+    })
 }
 
-async fn rest_row(opts: &Options, per_request: usize, rate: Option<f64>) -> Result<Row> {
+async fn rest_row(
+    opts: &Options,
+    per_request: usize,
+    rate: Option<f64>,
+    keys: Keys,
+) -> Result<Row> {
+    let keyed = keys == Keys::Keyed;
     let name = match rate {
         Some(_) => format!("half{per_request}"),
         None => format!("r{per_request}"),
-    };
-    let (server, dir, table) = fresh_server(opts, &name).await?;
-    let url = format!("{}/zerobus/v1/tables/{table}/insert", server.url);
+    } + if keyed { "k" } else { "" };
+    let fresh = fresh_server(opts, &name).await?;
+    let server = &fresh.server;
+    let url = format!("{}/zerobus/v1/tables/{}/insert", server.url, fresh.table);
     let token = server.token().await?;
     let window = Duration::from_secs(opts.seconds);
     let cpu_before = cpu::cpu_seconds(server.pid())?;
+    let etcd_before = fresh.etcd_cpu()?;
     let started = Instant::now();
     let out = rest_load::run(
         url,
         token,
-        opts.clients,
-        per_request,
-        window,
-        rate,
+        rest_load::Shape {
+            clients: opts.clients,
+            per_request,
+            window,
+            rate,
+            keyed,
+        },
         Arc::new(padding()),
     )
     .await?;
     let seconds = started.elapsed().as_secs_f64().max(opts.seconds as f64);
     let cpu_s = cpu::cpu_seconds(server.pid())? - cpu_before;
-    drop(server);
+    let etcd_cpu_s = fresh.etcd_cpu()?.zip(etcd_before).map(|(a, b)| a - b);
+    let dir = fresh.dir.clone();
+    drop(fresh);
     let _ = std::fs::remove_dir_all(&dir);
+    let mut path = match rate {
+        Some(r) => format!("REST, open loop {r:.0} req/s"),
+        None => "REST".into(),
+    };
+    if keyed {
+        path.push_str(", keyed");
+    }
     Ok(Row {
-        path: match rate {
-            Some(r) => format!("REST, open loop {r:.0} req/s"),
-            None => "REST".into(),
-        },
+        path,
         per_request: per_request.to_string(),
         requests: Some(out.requests),
         records: out.records,
         seconds,
         latency_ms: Some(out.latency_ms),
         cpu_s,
+        etcd_cpu_s,
     })
 }
 
 async fn grpc_row(opts: &Options, json: bool) -> Result<Row> {
     let name = if json { "grpcjson" } else { "grpc" };
-    let (server, dir, table) = fresh_server(opts, name).await?;
+    let fresh = fresh_server(opts, name).await?;
+    let (server, table) = (&fresh.server, &fresh.table);
     let cpu_before = cpu::cpu_seconds(server.pid())?;
+    let etcd_before = fresh.etcd_cpu()?;
     let started = Instant::now();
     let records = grpc_load::run(
         &server.url,
-        &table,
+        table,
         opts.grpc_streams,
         Duration::from_secs(opts.seconds),
         opts.max_inflight,
@@ -140,7 +219,9 @@ async fn grpc_row(opts: &Options, json: bool) -> Result<Row> {
     .await?;
     let seconds = started.elapsed().as_secs_f64();
     let cpu_s = cpu::cpu_seconds(server.pid())? - cpu_before;
-    drop(server);
+    let etcd_cpu_s = fresh.etcd_cpu()?.zip(etcd_before).map(|(a, b)| a - b);
+    let dir = fresh.dir.clone();
+    drop(fresh);
     let _ = std::fs::remove_dir_all(&dir);
     Ok(Row {
         path: format!(
@@ -154,7 +235,27 @@ async fn grpc_row(opts: &Options, json: bool) -> Result<Row> {
         seconds,
         latency_ms: None,
         cpu_s,
+        etcd_cpu_s,
     })
+}
+
+fn print_table(rows: &mut [Row]) {
+    let mut table = Table::new(&[
+        "path",
+        "records/request",
+        "requests/s",
+        "records/s",
+        "p50 ms",
+        "p99 ms",
+        "server CPU s",
+        "etcd CPU s",
+        "CPU µs/record",
+        "records per CPU-s",
+    ]);
+    for row in rows.iter_mut() {
+        table.row(cells(row));
+    }
+    print!("{}", table.render());
 }
 
 fn cells(row: &mut Row) -> Vec<String> {
@@ -174,6 +275,7 @@ fn cells(row: &mut Row) -> Vec<String> {
         p50,
         p99,
         format!("{:.2}", row.cpu_s),
+        row.etcd_cpu_s.map_or("-".into(), |c| format!("{c:.2}")),
         format!("{:.1}", row.cpu_s * 1e6 / row.records.max(1) as f64),
         format!("{:.0}", row.records_per_cpu_s()),
     ]
@@ -190,24 +292,35 @@ async fn main() -> Result<()> {
     }
     println!(
         "Sluice REST benchmark: ~{TARGET_RECORD_BYTES}-byte telemetry rows, {} s per scenario, \
-         {} REST clients, flush interval {}, {} cores",
+         {} REST clients, flush interval {}, {}, {} cores",
         opts.seconds,
         opts.clients,
         opts.flush_interval,
+        if opts.cluster {
+            "one-pod cluster (etcd + --join)"
+        } else {
+            "single node"
+        },
         std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1)
     );
     let mut rows = Vec::new();
     for &size in &opts.sizes {
-        rows.push(rest_row(&opts, size, None).await?);
+        for &keys in &opts.keys {
+            rows.push(rest_row(&opts, size, None, keys).await?);
+        }
     }
     let saturated_100 = rows
         .iter()
-        .find(|r| r.per_request == "100")
+        .find(|r| r.per_request == "100" && r.path == "REST")
         .and_then(|r| r.requests.map(|n| n as f64 / r.seconds));
-    if let Some(rate) = saturated_100 {
-        rows.push(rest_row(&opts, 100, Some(rate / 2.0)).await?);
+    if let (Some(rate), false) = (saturated_100, opts.no_grpc) {
+        rows.push(rest_row(&opts, 100, Some(rate / 2.0), Keys::Unkeyed).await?);
+    }
+    if opts.no_grpc {
+        print_table(&mut rows);
+        return Ok(());
     }
     let grpc_json = grpc_row(&opts, true).await?;
     let grpc_proto = grpc_row(&opts, false).await?;
@@ -217,21 +330,7 @@ async fn main() -> Result<()> {
     );
     rows.push(grpc_json);
     rows.push(grpc_proto);
-    let mut table = Table::new(&[
-        "path",
-        "records/request",
-        "requests/s",
-        "records/s",
-        "p50 ms",
-        "p99 ms",
-        "server CPU s",
-        "CPU µs/record",
-        "records per CPU-s",
-    ]);
-    for row in &mut rows {
-        table.row(cells(row));
-    }
-    print!("{}", table.render());
+    print_table(&mut rows);
     if let Some(rest) = rows
         .iter()
         .find(|r| r.per_request == "100" && r.path == "REST")

@@ -2,7 +2,7 @@
 //! POST JSON arrays of `per_request` telemetry records to
 //! `/zerobus/v1/tables/{table}/insert` as fast as answers come (closed loop) or at a fixed
 //! total request rate (open loop: each client sends on its own schedule), and time each
-//! request from send to its 200.
+//! request from send to its 200. Keyed: every request carries a fresh `Idempotency-Key`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -47,16 +47,34 @@ fn body(first: i64, n: usize, padding: &str) -> String {
     out
 }
 
-/// Runs the load for `window`; `rate`: total requests/s (None: closed loop).
+/// The load's shape.
+pub struct Shape {
+    /// Concurrent clients.
+    pub clients: usize,
+    /// Records per request.
+    pub per_request: usize,
+    /// How long to send.
+    pub window: Duration,
+    /// Total requests/s (None: closed loop).
+    pub rate: Option<f64>,
+    /// Whether every request carries a fresh `Idempotency-Key`.
+    pub keyed: bool,
+}
+
+/// Runs the load.
 pub async fn run(
     url: String,
     token: String,
-    clients: usize,
-    per_request: usize,
-    window: Duration,
-    rate: Option<f64>,
+    shape: Shape,
     padding: Arc<String>,
 ) -> Result<Outcome> {
+    let Shape {
+        clients,
+        per_request,
+        window,
+        rate,
+        keyed,
+    } = shape;
     let start = Instant::now();
     let deadline = start + window;
     let mut tasks = Vec::new();
@@ -79,13 +97,14 @@ pub async fn run(
                 let payload = body(id, per_request, &padding);
                 id += per_request as i64;
                 let sent = Instant::now();
-                let resp = http
+                let mut request = http
                     .post(&url)
                     .bearer_auth(&token)
-                    .header("content-type", "application/json")
-                    .body(payload)
-                    .send()
-                    .await?;
+                    .header("content-type", "application/json");
+                if keyed {
+                    request = request.header("idempotency-key", format!("bench-{c}-{id}"));
+                }
+                let resp = request.body(payload).send().await?;
                 let status = resp.status();
                 let _ = resp.bytes().await?;
                 if !status.is_success() {
