@@ -25,6 +25,7 @@ mod exactly_once;
 mod file_modes;
 mod flight;
 mod harness;
+mod health;
 mod id_v;
 mod ledger;
 mod limits;
