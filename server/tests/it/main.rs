@@ -39,6 +39,7 @@ mod protocol_errors;
 mod raw;
 mod rescued_data;
 mod restart;
+mod router_ops;
 mod rows;
 mod sdk_end_to_end;
 mod secrets;
