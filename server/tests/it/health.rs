@@ -19,15 +19,23 @@ pub async fn healthz(url: &str) -> (u16, serde_json::Value) {
 
 /// Polls `/healthz` until it answers `status` (or panics after `timeout`).
 async fn wait_health(url: &str, status: u16, timeout: Duration) -> serde_json::Value {
+    let body = wait_status(&format!("{url}/healthz"), status, timeout).await;
+    serde_json::from_str(&body).expect("/healthz answers JSON")
+}
+
+/// Polls `url` until it answers `status` (or panics after `timeout`); returns the body.
+pub async fn wait_status(url: &str, status: u16, timeout: Duration) -> String {
     let deadline = Instant::now() + timeout;
     loop {
-        let (got, body) = healthz(url).await;
+        let r = reqwest::get(url).await.expect("GET");
+        let got = r.status().as_u16();
+        let body = r.text().await.expect("body");
         if got == status {
             return body;
         }
         assert!(
             Instant::now() < deadline,
-            "/healthz never answered {status}; last {got} {body}"
+            "{url} never answered {status}; last {got} {body}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -4,12 +4,13 @@
 //! and the upstream errors of a request sent to a killed pod; `/healthz` is 200 while the
 //! router reads the meta store and 503 naming it once etcd is gone.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use databricks_zerobus_ingest_sdk::JsonString;
 
 use crate::cluster_harness::{start_pod, Etcd, Router};
 use crate::harness::admin_json_stream;
+use crate::health::wait_status;
 
 const TABLE: &str = "main.ops.router";
 const RECORDS: i64 = 200;
@@ -17,22 +18,6 @@ const RECORDS: i64 = 200;
 async fn get(url: &str) -> (u16, String) {
     let r = reqwest::get(url).await.expect("GET through the router");
     (r.status().as_u16(), r.text().await.expect("body"))
-}
-
-/// Polls `url` until it answers `status`; returns the body.
-async fn wait_status(url: &str, status: u16, timeout: Duration) -> String {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let (got, body) = get(url).await;
-        if got == status {
-            return body;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{url} never answered {status}; last {got} {body}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// The sum of the samples of `name` whose labels contain `labels` in Prometheus `text`.
