@@ -4,6 +4,7 @@
 //! A full WAL disk is a stall, not a failure: the pod stays healthy and resumes when
 //! space returns.
 
+pub mod disk;
 pub mod warehouse_watch;
 
 use std::time::Duration;

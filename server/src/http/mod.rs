@@ -122,9 +122,10 @@ async fn readyz(State(pod): State<Arc<Pod>>) -> impl IntoResponse {
 
 async fn metrics_text(State(pod): State<Arc<Pod>>) -> impl IntoResponse {
     pod.health(); // sets sluice_healthy and sluice_warehouse_unreachable_seconds
+    crate::health::disk::publish(&pod.config.data_dir.join(crate::data_dir::WAL_DIR));
+    metrics::gauge!("sluice_ready").set(if pod.is_shutting_down() { 0.0 } else { 1.0 });
     metrics::gauge!("sluice_wal_durable_lsn").set(pod.wal.durable_lsn() as f64);
-    let memtable: usize = pod.sinks.all().iter().map(|s| s.memtable_bytes()).sum();
-    metrics::gauge!("sluice_memtable_bytes").set(memtable as f64);
+    crate::sink::publish_table_gauges(&pod.sinks);
     (
         [(
             axum::http::header::CONTENT_TYPE,

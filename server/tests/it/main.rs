@@ -43,6 +43,7 @@ mod router_ops;
 mod rows;
 mod sdk_end_to_end;
 mod secrets;
+mod slo_metrics;
 mod statuses;
 mod system_columns;
 mod tls;

@@ -6,10 +6,8 @@
 
 use std::time::Duration;
 
-use databricks_zerobus_ingest_sdk::JsonString;
-
 use crate::cluster_harness::{start_pod, Etcd, Router};
-use crate::harness::admin_json_stream;
+use crate::harness::{admin_json_stream, push_ids_and_close};
 use crate::health::wait_status;
 
 const TABLE: &str = "main.ops.router";
@@ -69,18 +67,8 @@ async fn the_router_answers_its_own_health_readiness_and_metrics() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let mut stream = admin_json_stream(&router.sdk(), TABLE).await;
-    let mut record_bytes = 0;
-    for id in 0..RECORDS {
-        let record = serde_json::json!({ "id": id }).to_string();
-        record_bytes += record.len();
-        stream
-            .ingest_record_offset(JsonString(record))
-            .await
-            .expect("ingest");
-    }
-    stream.flush().await.expect("flush");
-    let _ = stream.close().await;
+    let stream = admin_json_stream(&router.sdk(), TABLE).await;
+    let record_bytes = push_ids_and_close(stream, RECORDS).await;
     let (status, text) = get(&format!("{url}/metrics")).await;
     assert_eq!(status, 200);
     assert!(
