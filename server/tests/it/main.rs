@@ -29,6 +29,7 @@ mod health;
 mod id_v;
 mod ledger;
 mod limits;
+mod log_format;
 mod log_retention;
 mod moto;
 mod mounts;
