@@ -263,3 +263,16 @@ def test_the_router_is_ready_with_a_placeable_pod_and_live_while_it_reads_etcd()
     router = by_kind("Deployment", "sluice-router")["spec"]["template"]["spec"]["containers"][0]
     assert router["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert router["livenessProbe"]["httpGet"]["path"] == "/healthz"
+
+
+def test_prometheus_adapter_serves_the_hpa_its_pods_metric():
+    metric = next(m["pods"]["metric"]["name"] for m in by_kind("HorizontalPodAutoscaler", "sluice")["spec"]["metrics"]
+                  if m["type"] == "Pods")
+    config = yaml.safe_load(by_kind("ConfigMap", "sluice-prometheus-adapter")["data"]["config.yaml"])
+    rules = [r for r in config["rules"] if re.match(r"\s*([a-zA-Z_:][a-zA-Z0-9_:]*)", r["seriesQuery"]).group(1) == metric]
+    assert len(rules) == 1, config
+    rule = rules[0]
+    assert re.fullmatch(rule["name"]["matches"], metric) and rule["name"]["as"] == metric
+    assert rule["resources"]["overrides"] == {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}
+    for marker in ("<<.Series>>", "<<.LabelMatchers>>", "<<.GroupBy>>"):
+        assert marker in rule["metricsQuery"]
