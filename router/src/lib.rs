@@ -6,7 +6,8 @@
 //! - [`placement`]: the load score and the policies that pick a pod for a new stream
 //!   (power of two choices; round robin and random for comparison);
 //! - [`proxy`]: `sluice router`, the HTTP/2 pass-through that places each new
-//!   `EphemeralStream` on a pod and relays its frames both ways without decoding records.
+//!   `EphemeralStream` on a pod and relays its frames both ways without decoding records;
+//!   [`ops`] is what the router answers itself (`/healthz`, `/readyz`, `/metrics`).
 //!
 //! Underneath [`meta`], [`etcd`] is Sluice's own small etcd v3 client (KV, watch, lease)
 //! over the etcd code that `sluice-proto` generates with its vendored protoc.
@@ -17,6 +18,7 @@
 pub mod error;
 pub mod etcd;
 pub mod meta;
+pub mod ops;
 pub mod placement;
 pub mod pod_record;
 pub mod proxy;

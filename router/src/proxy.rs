@@ -10,7 +10,8 @@
 //!   ready pod in turn: every pod serves the same catalog from the meta store.
 //!
 //! Calls to the internal pod-to-pod services (`/sluice.cluster.v1.*`) are never relayed:
-//! gRPC UNIMPLEMENTED, HTTP 404.
+//! gRPC UNIMPLEMENTED, HTTP 404. Plain `GET /healthz`, `/readyz` and `/metrics` are the
+//! router's own ([`crate::ops`]), not a pod's.
 //!
 //! Membership comes from the meta store every [`REFRESH_INTERVAL`]; pods that are draining,
 //! whose report is older than [`STALE_AFTER_MS`], or that refused a connection in the last
@@ -31,7 +32,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Empty, Full};
+use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CONTENT_TYPE, HOST};
 use hyper::{Request, Response, StatusCode, Uri, Version};
@@ -42,6 +43,7 @@ use tokio::net::TcpListener;
 
 use crate::error::{Result, RouterError};
 use crate::meta::Meta;
+use crate::ops::{MetaHealth, RenderMetrics};
 use crate::placement::{Placer, Policy};
 use crate::pod_record::{now_ms, PodRecord};
 
@@ -62,15 +64,18 @@ const H2_CONN_WINDOW: u32 = 32 << 20;
 /// request batch in one frame, so the relay handles fewer, larger frames.
 const H2_MAX_FRAME: u32 = 1 << 20;
 
-type ProxyBody = UnsyncBoxBody<Bytes, hyper::Error>;
+pub use crate::ops::ProxyBody;
 
 /// The router's view of the cluster and its clients to the pods.
 pub struct Router {
     view: Mutex<View>,
     placer: Placer,
     next_http: AtomicUsize,
-    h2: Client<HttpConnector, Incoming>,
-    h1: Client<HttpConnector, Incoming>,
+    h2: Client<HttpConnector, ProxyBody>,
+    h1: Client<HttpConnector, ProxyBody>,
+    /// The outcome of the reads of the pod list (`/healthz`).
+    pub meta_health: MetaHealth,
+    render_metrics: RenderMetrics,
 }
 
 #[derive(Default)]
@@ -82,8 +87,9 @@ struct View {
 }
 
 impl Router {
-    /// A router with `policy` and an empty view (call [`Router::update`] or [`run`]).
-    pub fn new(policy: Policy) -> Arc<Router> {
+    /// A router with `policy` and an empty view (call [`Router::update`] or [`run`]);
+    /// `/metrics` answers what `render_metrics` renders.
+    pub fn new(policy: Policy, render_metrics: RenderMetrics) -> Arc<Router> {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(Duration::from_secs(2)));
@@ -102,6 +108,8 @@ impl Router {
             next_http: AtomicUsize::new(0),
             h2,
             h1,
+            meta_health: MetaHealth::default(),
+            render_metrics,
         })
     }
 
@@ -146,6 +154,7 @@ impl Router {
         let mut view = self.view();
         let chosen = self.placer.choose(&candidates, &view.placed)?.clone();
         *view.placed.entry(chosen.id.clone()).or_insert(0) += 1;
+        metrics::counter!(crate::ops::PLACEMENTS, "pod" => chosen.id.clone()).increment(1);
         Some(chosen)
     }
 
@@ -172,12 +181,18 @@ impl Router {
         if req.uri().path().starts_with(INTERNAL_PREFIX) {
             return refused(grpc);
         }
+        if !grpc && req.method() == hyper::Method::GET {
+            if let Some(resp) = self.own(req.uri().path()) {
+                return resp;
+            }
+        }
         let pod = if grpc {
             self.place_stream()
         } else {
             self.pick_for_http()
         };
         let Some(pod) = pod else {
+            metrics::counter!(crate::ops::NO_POD).increment(1);
             return unavailable(grpc, "no pod is ready to take this request; retry");
         };
         let (mut parts, body) = req.into_parts();
@@ -191,7 +206,7 @@ impl Router {
             Err(e) => return unavailable(grpc, &format!("pod {} has a bad address: {e}", pod.id)),
         };
         parts.headers.remove(HOST);
-        let req = Request::from_parts(parts, body);
+        let req = Request::from_parts(parts, crate::ops::counted(body, "to_pod"));
         let sent = if grpc {
             let mut req = req;
             *req.version_mut() = Version::HTTP_2;
@@ -202,14 +217,35 @@ impl Router {
             self.h1.request(req).await
         };
         match sent {
-            Ok(resp) => resp.map(|b| b.boxed_unsync()),
+            Ok(resp) => resp.map(|b| crate::ops::counted(b, "from_pod")),
             Err(e) => {
+                let kind = if e.is_connect() { "connect" } else { "other" };
+                metrics::counter!(crate::ops::UPSTREAM_ERRORS, "kind" => kind).increment(1);
                 if e.is_connect() {
                     self.mark_suspect(&pod.id);
                 }
                 tracing::warn!(pod = %pod.id, "relaying to the pod failed: {e}");
                 unavailable(grpc, &format!("pod {} could not be reached; retry", pod.id))
             }
+        }
+    }
+}
+
+impl Router {
+    /// The answer of one of the router's own endpoints at `path` ([`crate::ops`]).
+    fn own(&self, path: &str) -> Option<Response<ProxyBody>> {
+        let counts = || (self.placeable().len(), self.view().pods.len());
+        match path {
+            "/healthz" => Some(crate::ops::healthz(&self.meta_health)),
+            "/readyz" => {
+                let (placeable, known) = counts();
+                Some(crate::ops::readyz(placeable, known))
+            }
+            "/metrics" => {
+                let (placeable, known) = counts();
+                Some(crate::ops::metrics(self.render_metrics, placeable, known))
+            }
+            _ => None,
         }
     }
 }
@@ -265,8 +301,14 @@ pub async fn follow_membership(router: Arc<Router>, meta: Meta) {
     loop {
         ticker.tick().await;
         match meta.pods().await {
-            Ok(pods) => router.update(pods),
-            Err(e) => tracing::warn!("reading pods from the meta store failed: {e}"),
+            Ok(pods) => {
+                router.update(pods);
+                router.meta_health.record(Ok(()));
+            }
+            Err(e) => {
+                tracing::warn!("reading pods from the meta store failed: {e}");
+                router.meta_health.record(Err(e.to_string()));
+            }
         }
     }
 }
@@ -276,10 +318,12 @@ pub async fn run(
     listener: TcpListener,
     meta: Meta,
     policy: Policy,
+    render_metrics: RenderMetrics,
     shutdown: impl Future<Output = ()>,
 ) -> Result<()> {
-    let router = Router::new(policy);
+    let router = Router::new(policy, render_metrics);
     router.update(meta.pods().await?);
+    router.meta_health.record(Ok(()));
     let membership = tokio::spawn(follow_membership(router.clone(), meta));
     let addr: Option<SocketAddr> = listener.local_addr().ok();
     tracing::info!(?addr, ?policy, "sluice router is serving");

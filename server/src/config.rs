@@ -102,6 +102,9 @@ pub struct ServeConfig {
     /// Keep a zero-filled WAL segment ready for each rotation
     /// (`--wal-prepare-segments`). Default: false.
     pub wal_prepare_segments: bool,
+    /// `/healthz` answers 503 once the warehouse has been unreachable for longer than
+    /// this (`--warehouse-unhealthy-after`). Default: 60 s.
+    pub warehouse_unhealthy_after: Duration,
     /// Cluster membership: everything a pod needs to join one. Default: none
     /// (single node, embedded catalog).
     pub cluster: Option<ClusterConfig>,
@@ -157,6 +160,7 @@ impl ServeConfig {
             wal_fsync: true,
             wal_segment_bytes: 64 << 20,
             wal_prepare_segments: false,
+            warehouse_unhealthy_after: Duration::from_secs(60),
             cluster: None,
             secrets_key: None,
         }

@@ -21,6 +21,7 @@ pub mod error;
 pub mod etcd_access;
 pub mod evolve;
 pub mod flight;
+pub mod health;
 pub mod http;
 pub mod ingest;
 pub mod journal;

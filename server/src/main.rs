@@ -17,11 +17,22 @@ use clap::Parser;
     about = "Streaming ingest into Delta Lake over the Zerobus protocol"
 )]
 struct Cli {
+    /// Log lines as text (default) or JSON (one object per line, for log shippers).
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "text",
+        env = "SLUICE_LOG_FORMAT"
+    )]
+    log_format: cli::LogFormat,
     #[command(subcommand)]
     command: cli::Command,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    Cli::parse().command.run().await
+    let cli = Cli::parse();
+    let _ = cli::LOG_FORMAT.set(cli.log_format);
+    cli.command.run().await
 }

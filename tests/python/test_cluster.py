@@ -70,7 +70,7 @@ def cluster(tmp_path):
     router = subprocess.Popen([BINARY, "router", "--listen", f"127.0.0.1:{port}", "--join", join],
                               stdout=router_log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    wait_ok(url + "/healthz", "sluice router")
+    wait_ok(url + "/readyz", "sluice router")
     try:
         yield url, pods
     finally:

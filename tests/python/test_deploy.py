@@ -203,3 +203,76 @@ def test_rust_version_and_the_docker_toolchain_can_build_the_locked_dependencies
     assert toolchain, f"the build stage's image {image} names no Rust version"
     assert version(toolchain.group(1)) >= needed[0], (
         f"{image} cannot build {needed[1]} (needs Rust {needed[0]})")
+
+
+def serve_env_vars():
+    """The environment variables `sluice serve` reads, from its own `--help` ([env: X])."""
+    import os
+    binary = os.environ.get("SLUICE_BIN", str(ROOT / "target" / "debug" / "sluice"))
+    out = subprocess.run([binary, "serve", "--help"], capture_output=True, text=True, check=True)
+    return set(re.findall(r"\[env: ([A-Z0-9_]+)", out.stdout))
+
+
+def pod_env(sts):
+    """Names of the environment the StatefulSet's pods get, with where each comes from."""
+    container = sts["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("valueFrom", e.get("value")) for e in container.get("env", [])}
+    for source in container.get("envFrom", []):
+        ref = source.get("configMapRef") or source.get("secretRef")
+        kind = "ConfigMap" if "configMapRef" in source else "Secret"
+        obj = by_kind(kind, ref["name"])
+        for name in {**obj.get("data", {}), **obj.get("stringData", {})}:
+            env.setdefault(name, {kind: ref["name"]})
+    return env
+
+
+def test_the_pods_get_every_s3_variable_the_server_reads_with_minio_credentials_from_its_secret():
+    s3_vars = {v for v in serve_env_vars() if v.startswith("AWS_")}
+    assert {"AWS_ENDPOINT_URL", "AWS_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+            "AWS_ALLOW_HTTP"} <= s3_vars, s3_vars
+    env = pod_env(by_kind("StatefulSet", "sluice"))
+    missing = s3_vars - set(env)
+    assert not missing, f"the pods lack {missing}"
+    config = by_kind("ConfigMap", "sluice")["data"]
+    assert config["AWS_ALLOW_HTTP"] == "true" and config["AWS_ENDPOINT_URL"].startswith("http://minio:")
+    minio = by_kind("Secret", "minio")["stringData"]
+    for var, key in (("AWS_ACCESS_KEY_ID", "MINIO_ROOT_USER"), ("AWS_SECRET_ACCESS_KEY", "MINIO_ROOT_PASSWORD")):
+        assert env[var] == {"secretKeyRef": {"name": "minio", "key": key}}, env[var]
+        assert key in minio
+
+
+def test_a_job_creates_the_warehouse_bucket_in_minio():
+    bucket = by_kind("ConfigMap", "sluice")["data"]["SLUICE_WAREHOUSE"].removeprefix("s3://").split("/")[0]
+    job = by_kind("Job", "minio-bucket")["spec"]
+    container = job["template"]["spec"]["containers"][0]
+    script = " ".join(container["args"])
+    assert f"mc mb --ignore-existing warehouse/{bucket}" in script
+    assert "http://minio:9000" in script
+    assert {"secretRef": {"name": "minio"}} in container["envFrom"]
+    assert job["backoffLimit"] >= 10, "retried until MinIO is up"
+
+
+def test_disruptions_take_one_sluice_pod_at_a_time():
+    pdb = by_kind("PodDisruptionBudget", "sluice")["spec"]
+    sts = by_kind("StatefulSet", "sluice")
+    assert pdb["maxUnavailable"] == 1
+    assert pdb["selector"]["matchLabels"] == sts["spec"]["selector"]["matchLabels"]
+
+
+def test_the_router_is_ready_with_a_placeable_pod_and_live_while_it_reads_etcd():
+    router = by_kind("Deployment", "sluice-router")["spec"]["template"]["spec"]["containers"][0]
+    assert router["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert router["livenessProbe"]["httpGet"]["path"] == "/healthz"
+
+
+def test_prometheus_adapter_serves_the_hpa_its_pods_metric():
+    metric = next(m["pods"]["metric"]["name"] for m in by_kind("HorizontalPodAutoscaler", "sluice")["spec"]["metrics"]
+                  if m["type"] == "Pods")
+    config = yaml.safe_load(by_kind("ConfigMap", "sluice-prometheus-adapter")["data"]["config.yaml"])
+    rules = [r for r in config["rules"] if re.match(r"\s*([a-zA-Z_:][a-zA-Z0-9_:]*)", r["seriesQuery"]).group(1) == metric]
+    assert len(rules) == 1, config
+    rule = rules[0]
+    assert re.fullmatch(rule["name"]["matches"], metric) and rule["name"]["as"] == metric
+    assert rule["resources"]["overrides"] == {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}
+    for marker in ("<<.Series>>", "<<.LabelMatchers>>", "<<.GroupBy>>"):
+        assert marker in rule["metricsQuery"]

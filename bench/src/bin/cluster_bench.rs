@@ -163,7 +163,7 @@ impl Cluster {
         let url = format!("http://127.0.0.1:{port}");
         let log = self.dir.join(format!("router-{policy}.log"));
         let router = Process::spawn(&self.sluice, &args, &log, url.clone())?;
-        wait_ready(&format!("{url}/healthz")).await?;
+        wait_ready(&format!("{url}/readyz")).await?;
         Ok(router)
     }
 

@@ -209,7 +209,7 @@ impl Cluster {
                 .env("RUST_LOG", "info"),
             dir.path().join("router.log"),
         )?;
-        router.healthy(&format!("{router_url}/healthz")).await?;
+        router.healthy(&format!("{router_url}/readyz")).await?;
         Ok(Cluster {
             join,
             etcd_url,

@@ -112,15 +112,33 @@ fn operator(etcd_user: Option<&str>) -> String {
     }
 }
 
-/// Logs to stderr, filtered by `RUST_LOG` (default `info`); colours only on a
-/// terminal, so a log file or a collector gets plain text.
+/// How log lines are written (`--log-format`, `SLUICE_LOG_FORMAT`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One human-readable line per event.
+    #[default]
+    Text,
+    /// One JSON object per line (`timestamp`, `level`, `fields.message`, the other fields,
+    /// `target`, `span`), for log shippers.
+    Json,
+}
+
+/// The format chosen on the command line, read by [`init_tracing`].
+pub static LOG_FORMAT: std::sync::OnceLock<LogFormat> = std::sync::OnceLock::new();
+
+/// Logs to stderr, filtered by `RUST_LOG` (default `info`), as text (colours only on a
+/// terminal, so a log file or a collector gets plain text) or JSON lines ([`LOG_FORMAT`]).
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(ansi)
-        .init();
+        .with_writer(std::io::stderr);
+    match LOG_FORMAT.get().copied().unwrap_or_default() {
+        LogFormat::Json => builder.json().with_current_span(true).init(),
+        LogFormat::Text => {
+            let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+            builder.with_ansi(ansi).init()
+        }
+    }
 }

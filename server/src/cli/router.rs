@@ -20,9 +20,17 @@ pub struct RouterArgs {
 /// Binds, connects to the meta store and proxies streams until a signal.
 pub async fn run(args: RouterArgs) -> anyhow::Result<()> {
     super::init_tracing();
+    sluice_server::metrics_export::install();
     let shutdown = sluice_server::shutdown_signal();
     let listener = sluice_router::proxy::bind(args.listen).await?;
     let meta = sluice_router::Meta::connect(&args.join, &args.etcd.options()?).await?;
-    sluice_router::proxy::run(listener, meta, args.placement, shutdown).await?;
+    sluice_router::proxy::run(
+        listener,
+        meta,
+        args.placement,
+        sluice_server::metrics_export::render,
+        shutdown,
+    )
+    .await?;
     Ok(())
 }

@@ -58,6 +58,10 @@ pub struct ServeArgs {
     /// price of writing every segment twice and a higher fdatasync p99 while preparing.
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
     wal_prepare_segments: bool,
+    /// `/healthz` answers 503 once the warehouse has been unreachable (every probe of its
+    /// root failed) for longer than this.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    warehouse_unhealthy_after: Duration,
     /// How often each table's background upkeep (checkpoint, compaction, vacuum) runs.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     upkeep_interval: Duration,
@@ -140,6 +144,7 @@ impl From<ServeArgs> for ServeConfig {
             idempotency_window: args.idempotency_window,
             wal_segment_bytes: args.wal_segment_bytes,
             wal_prepare_segments: args.wal_prepare_segments,
+            warehouse_unhealthy_after: args.warehouse_unhealthy_after,
             upkeep: UpkeepConfig {
                 interval: args.upkeep_interval,
                 compact_min_files: args.compact_min_files,
@@ -257,6 +262,7 @@ mod tests {
             "--join=etcd://127.0.0.1:2379",
             "--drain-grace=3s",
             "--audit-table=Main.Sluice.Audit",
+            "--warehouse-unhealthy-after=5s",
         ]);
         assert_eq!(c.data_dir, PathBuf::from("d"));
         assert_eq!(c.listen.port(), 7000);
@@ -273,6 +279,7 @@ mod tests {
         assert_eq!(cluster.advertise, "http://127.0.0.1:7000");
         assert_eq!(cluster.drain_grace, Duration::from_secs(3));
         assert_eq!(c.audit_table.as_deref(), Some("main.sluice.audit"));
+        assert_eq!(c.warehouse_unhealthy_after, Duration::from_secs(5));
         assert!(c.wal_fsync, "no flag turns fsync off");
         assert_eq!(c.flush_interval, Duration::from_secs(1));
     }

@@ -63,11 +63,13 @@ pub async fn run_put(
         Ok(s) => s,
         Err(e) => {
             metrics::counter!("sluice_streams_rejected_total").increment(1);
-            let _ = tx.send(Err(e.to_status())).await;
+            let status = e.to_status();
+            crate::ingest::acks::count_refusal(&status);
+            let _ = tx.send(Err(status)).await;
             return;
         }
     };
-    let mut acks = Acks::new(tx, pod.wal.subscribe());
+    let mut acks = Acks::new(tx, pod.wal.subscribe()).for_table(stream.sink.name());
     let stream_id = crate::sink::system_columns::stream_id(stream.key);
     tracing::info!(%stream_id, table = stream.sink.name(), "arrow flight stream opened");
     metrics::gauge!("sluice_streams_open").increment(1.0);

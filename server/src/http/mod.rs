@@ -7,6 +7,7 @@
 mod authenticated;
 pub mod front_door;
 mod grants;
+mod health;
 mod insert;
 mod principals;
 mod tables;
@@ -37,7 +38,7 @@ pub fn router(pod: Arc<Pod>) -> Router {
         .route("/zerobus/v1/tables/{table}/insert", post(insert::insert))
         .with_state((pod.clone(), rest));
     let public = Router::new()
-        .route("/healthz", get(healthz))
+        .route("/healthz", get(health::healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
         .with_state(pod.clone());
@@ -111,10 +112,6 @@ fn api_routes() -> Router<Arc<Pod>> {
         )
 }
 
-async fn healthz() -> &'static str {
-    "ok"
-}
-
 async fn readyz(State(pod): State<Arc<Pod>>) -> impl IntoResponse {
     if pod.is_shutting_down() {
         (StatusCode::SERVICE_UNAVAILABLE, "shutting down")
@@ -124,9 +121,11 @@ async fn readyz(State(pod): State<Arc<Pod>>) -> impl IntoResponse {
 }
 
 async fn metrics_text(State(pod): State<Arc<Pod>>) -> impl IntoResponse {
+    pod.health(); // sets sluice_healthy and sluice_warehouse_unreachable_seconds
+    crate::health::disk::publish(&pod.config.data_dir.join(crate::data_dir::WAL_DIR));
+    metrics::gauge!("sluice_ready").set(if pod.is_shutting_down() { 0.0 } else { 1.0 });
     metrics::gauge!("sluice_wal_durable_lsn").set(pod.wal.durable_lsn() as f64);
-    let memtable: usize = pod.sinks.all().iter().map(|s| s.memtable_bytes()).sum();
-    metrics::gauge!("sluice_memtable_bytes").set(memtable as f64);
+    crate::sink::publish_table_gauges(&pod.sinks);
     (
         [(
             axum::http::header::CONTENT_TYPE,

@@ -5,6 +5,7 @@
 //! `EphemeralStreamResponse`s for Zerobus streams, `PutResult`s for Arrow Flight.
 
 use std::collections::VecDeque;
+use std::time::Instant;
 
 use sluice_proto::{
     ephemeral_stream_response, CloseStreamSignal, EphemeralStreamResponse, IngestRecordResponse,
@@ -89,6 +90,12 @@ fn close_signal(grace: std::time::Duration) -> EphemeralStreamResponse {
     ))
 }
 
+/// Counts a stream ended or refused with `status` in `sluice_refusals_total{code}`.
+pub fn count_refusal(status: &Status) {
+    metrics::counter!("sluice_refusals_total", "code" => format!("{:?}", status.code()))
+        .increment(1);
+}
+
 /// One stream's logged-but-unacked frames and its response channel.
 pub struct Acks<R: AckWire = EphemeralStreamResponse> {
     tx: mpsc::Sender<Result<R, Status>>,
@@ -102,6 +109,10 @@ pub struct Acks<R: AckWire = EphemeralStreamResponse> {
     rows: u64,
     /// The offset and rows of the last ack sent.
     last_ack: Option<(i64, u64)>,
+    /// When each pending frame was logged (same order as `pending`).
+    logged_at: VecDeque<Instant>,
+    /// `sluice_ack_latency_seconds{table}`: frame logged → its ack sent.
+    latency: Option<metrics::Histogram>,
 }
 
 impl<R: AckWire> Acks<R> {
@@ -117,7 +128,18 @@ impl<R: AckWire> Acks<R> {
             inflight_bytes: 0,
             rows: 0,
             last_ack: None,
+            logged_at: VecDeque::new(),
+            latency: None,
         }
+    }
+
+    /// Records each frame's ack latency in `sluice_ack_latency_seconds{table}`.
+    pub fn for_table(mut self, table: &str) -> Self {
+        self.latency = Some(metrics::histogram!(
+            "sluice_ack_latency_seconds",
+            "table" => table.to_string()
+        ));
+        self
     }
 
     /// Records a logged frame ending at `lsn` whose last record has `last_offset`.
@@ -130,6 +152,7 @@ impl<R: AckWire> Acks<R> {
         self.rows += rows;
         self.pending
             .push_back((lsn, last_offset, record_bytes, self.rows));
+        self.logged_at.push_back(Instant::now());
         self.inflight_bytes += record_bytes;
     }
 
@@ -178,6 +201,9 @@ impl<R: AckWire> Acks<R> {
             top = top.max(Some((offset, rows)));
             self.inflight_bytes = self.inflight_bytes.saturating_sub(bytes);
             self.pending.pop_front();
+            if let (Some(at), Some(h)) = (self.logged_at.pop_front(), &self.latency) {
+                h.record(at.elapsed().as_secs_f64());
+            }
         }
         match top {
             Some((offset, rows)) => {
@@ -225,6 +251,7 @@ impl<R: AckWire> Acks<R> {
                     .await;
             }
             End::Failed(status) | End::WalFull(status) => {
+                count_refusal(&status);
                 let _ = self.tx.send(Err(status)).await;
             }
         }

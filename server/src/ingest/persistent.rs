@@ -58,7 +58,9 @@ pub async fn run_persistent(
         Ok(o) => o,
         Err(e) => {
             metrics::counter!("sluice_streams_rejected_total").increment(1);
-            let _ = tx.send(Err(e.to_status())).await;
+            let status = e.to_status();
+            crate::ingest::acks::count_refusal(&status);
+            let _ = tx.send(Err(status)).await;
             return;
         }
     };

@@ -87,7 +87,9 @@ pub async fn run_stream(
         Ok(o) => o,
         Err(e) => {
             metrics::counter!("sluice_streams_rejected_total").increment(1);
-            let _ = tx.send(Err(e.to_status())).await;
+            let status = e.to_status();
+            crate::ingest::acks::count_refusal(&status);
+            let _ = tx.send(Err(status)).await;
             return;
         }
     };
@@ -117,7 +119,7 @@ pub async fn serve_opened(
     metrics::gauge!("sluice_streams_open").increment(1.0);
     let mut state = StreamState {
         pod,
-        acks: Acks::new(tx, pod.wal.subscribe()),
+        acks: Acks::new(tx, pod.wal.subscribe()).for_table(opened.sink.name()),
         opened,
         slot,
         attached,

@@ -64,6 +64,8 @@ pub struct Pod {
     pub idempotency: Arc<crate::rest::idempotency::IdempotencyIndex>,
     /// In a cluster: the keys' claims in etcd, shared by every pod (None: single node).
     pub idem_claims: Option<Arc<crate::cluster::idem_claims::ClusterKeys>>,
+    /// Since when the warehouse has been unreachable (probed in the background).
+    pub warehouse_watch: Arc<crate::health::WarehouseWatch>,
 }
 
 impl Pod {
@@ -84,6 +86,17 @@ impl Pod {
     /// This pod's id: the cluster's `--pod-id`, or [`SINGLE_NODE_POD_ID`].
     pub fn pod_id(&self) -> &str {
         self.pstreams.pod_id()
+    }
+
+    /// What `/healthz` answers: the WAL has not failed, the warehouse has not been
+    /// unreachable for longer than `--warehouse-unhealthy-after`.
+    pub fn health(&self) -> crate::health::HealthReport {
+        let wal = self.wal.subscribe().borrow().failed.clone();
+        crate::health::assess(crate::health::HealthInputs {
+            wal_failed: wal.as_deref(),
+            warehouse_down: self.warehouse_watch.down_for(),
+            warehouse_threshold: self.config.warehouse_unhealthy_after,
+        })
     }
 
     /// What the cluster's load report reads from this pod.

@@ -135,6 +135,13 @@ impl Pod {
             );
         }
         sinks.flush_all().await?;
+        let shutdown = CancellationToken::new();
+        let warehouse_watch = Arc::new(crate::health::WarehouseWatch::default());
+        warehouse_watch.spawn(
+            &warehouse,
+            crate::health::warehouse_watch::probe_interval(config.warehouse_unhealthy_after),
+            shutdown.clone(),
+        )?;
         Ok(Arc::new(Pod {
             config,
             catalog,
@@ -144,7 +151,7 @@ impl Pod {
             streams,
             pstreams,
             warehouse,
-            shutdown: CancellationToken::new(),
+            shutdown,
             stream_tasks: TaskTracker::new(),
             ddl: AsyncMutex::new(()),
             draining: CancellationToken::new(),
@@ -152,6 +159,7 @@ impl Pod {
             roles,
             idempotency: keys,
             idem_claims,
+            warehouse_watch,
         }))
     }
 

@@ -218,3 +218,23 @@ impl Sinks {
         self.tasks.wait().await;
     }
 }
+
+/// Sets the per-table gauges a scrape reads: `sluice_table_commit_lag_seconds{table}` (age
+/// of the oldest record not yet committed, 0 when none), `sluice_table_pending_bytes{table}`
+/// (memtable bytes), and the pod's total `sluice_memtable_bytes`.
+pub fn publish_table_gauges(sinks: &Sinks) {
+    let mut total = 0;
+    for sink in sinks.all() {
+        let bytes = sink.memtable_bytes();
+        total += bytes;
+        let lag = sink
+            .due()
+            .ok()
+            .flatten()
+            .map_or(0.0, |(first, _)| first.elapsed().as_secs_f64());
+        let table = sink.name().to_string();
+        metrics::gauge!("sluice_table_commit_lag_seconds", "table" => table.clone()).set(lag);
+        metrics::gauge!("sluice_table_pending_bytes", "table" => table).set(bytes as f64);
+    }
+    metrics::gauge!("sluice_memtable_bytes").set(total as f64);
+}

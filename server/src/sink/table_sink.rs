@@ -400,7 +400,7 @@ impl TableSink {
             }
             outcome = self.hand_off(&mut delta, staged).await?;
         }
-        let (batches, marks, last_lsn) = {
+        let (batches, marks, last_lsn, first_append) = {
             let mut m = self.lock()?;
             if m.batches.is_empty() {
                 m.first_append = None;
@@ -409,11 +409,12 @@ impl TableSink {
             m.flushing = true;
             m.rows = 0;
             m.bytes = 0;
-            m.first_append = None;
+            let first_append = m.first_append.take();
             (
                 std::mem::take(&mut m.batches),
                 std::mem::take(&mut m.marks),
                 m.last_lsn,
+                first_append,
             )
         };
         if self.is_dropped() {
@@ -474,6 +475,12 @@ impl TableSink {
                 },
             )
             .await?;
+        if let Some(first) = first_append {
+            // Freshness: the oldest record of this flush, from its append (logged, about
+            // to be acked) until its rows are visible in Delta.
+            metrics::histogram!("sluice_table_freshness_seconds", "table" => self.name.clone())
+                .record(first.elapsed().as_secs_f64());
+        }
         Ok(FlushOutcome {
             rows: outcome.rows + next.rows,
             version: next.version.or(outcome.version),

@@ -203,13 +203,28 @@ pub struct Router {
 }
 
 impl Router {
-    /// Starts a router joined to `join`; returns once a request through it reaches a pod.
+    /// Starts a router joined to `join`; returns once it is ready (`/readyz`: it sees a
+    /// placeable pod, so a request through it reaches one).
     pub async fn start(dir: &Path, join: &str) -> Router {
         Router::start_with(dir, join, &[]).await
     }
 
     /// [`Router::start`] with extra `sluice router` flags (etcd TLS and credentials).
     pub async fn start_with(dir: &Path, join: &str, extra: &[&str]) -> Router {
+        let mut router = Router::spawn(dir, join, extra);
+        router.wait_ok("/readyz").await;
+        router
+    }
+
+    /// Starts a router joined to `join`; returns once it answers `/healthz` (it reads the
+    /// pod list; there may be no pod).
+    pub async fn start_without_pods(dir: &Path, join: &str) -> Router {
+        let mut router = Router::spawn(dir, join, &[]);
+        router.wait_ok("/healthz").await;
+        router
+    }
+
+    fn spawn(dir: &Path, join: &str, extra: &[&str]) -> Router {
         let port = free_port();
         std::fs::create_dir_all(dir).expect("router dir");
         let log = dir.join("router.log");
@@ -224,22 +239,24 @@ impl Router {
             .stdin(Stdio::null())
             .spawn()
             .expect("spawn sluice router");
-        let mut router = Router {
+        Router {
             child,
             url: format!("http://127.0.0.1:{port}"),
             log,
-        };
-        let health = format!("{}/healthz", router.url);
-        let log = router.log.clone();
+        }
+    }
+
+    async fn wait_ok(&mut self, path: &str) {
+        let url = format!("{}{path}", self.url);
+        let log = self.log.clone();
         wait_http_ok(
-            &health,
+            &url,
             "sluice router",
-            &mut router.child,
+            &mut self.child,
             &log,
             Duration::from_secs(30),
         )
         .await;
-        router
     }
 
     /// The router's log so far.

@@ -197,7 +197,7 @@ async fn cluster_up_with_two_pods_serves_sdk_producers_through_its_router_and_si
 
     let up_log = dir.path().join("up.log");
     wait_http_ok(
-        &format!("{router}/healthz"),
+        &format!("{router}/readyz"),
         "sluice cluster up (its router)",
         &mut up.child,
         &up_log,

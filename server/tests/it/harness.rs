@@ -117,14 +117,19 @@ impl Server {
         self.metrics(&[name]).await[0]
     }
 
-    /// [`Server::metric`] for each of `names`, all from one scrape.
-    pub async fn metrics(&self, names: &[&str]) -> Vec<f64> {
-        let text = reqwest::get(format!("{}/metrics", self.url))
+    /// One scrape of `/metrics`, as text.
+    pub async fn metrics_text(&self) -> String {
+        reqwest::get(format!("{}/metrics", self.url))
             .await
             .expect("metrics")
             .text()
             .await
-            .expect("metrics text");
+            .expect("metrics text")
+    }
+
+    /// [`Server::metric`] for each of `names`, all from one scrape.
+    pub async fn metrics(&self, names: &[&str]) -> Vec<f64> {
+        let text = self.metrics_text().await;
         names
             .iter()
             .map(|name| {
@@ -475,4 +480,21 @@ pub async fn wait_for_rows(location: &str, rows: usize, timeout: Duration) {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Sends JSON records `{"id": 0..n}` on `stream`, flushes and closes it; returns the record
+/// bytes sent.
+pub async fn push_ids_and_close(mut stream: ZerobusStream, n: i64) -> usize {
+    let mut bytes = 0;
+    for id in 0..n {
+        let record = serde_json::json!({ "id": id }).to_string();
+        bytes += record.len();
+        stream
+            .ingest_record_offset(databricks_zerobus_ingest_sdk::JsonString(record))
+            .await
+            .expect("ingest");
+    }
+    stream.flush().await.expect("flush");
+    let _ = stream.close().await;
+    bytes
 }

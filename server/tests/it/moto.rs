@@ -63,6 +63,22 @@ pub fn s3_args(warehouse: &str, endpoint: &str) -> Vec<String> {
     .collect()
 }
 
+/// `moto_server` on `port`, logging (appending) to `logs/moto.log`.
+fn spawn_moto(logs: &tempfile::TempDir, port: u16) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(logs.path().join("moto.log"))
+        .expect("moto log");
+    Command::new(venv_bin("moto_server", "SLUICE_MOTO_SERVER"))
+        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .stdout(log.try_clone().expect("log"))
+        .stderr(log)
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn moto_server")
+}
+
 /// A running moto S3 server with one bucket.
 pub struct Moto {
     child: Child,
@@ -75,32 +91,49 @@ impl Moto {
     pub async fn start() -> Moto {
         let port = free_port();
         let logs = tempfile::tempdir().expect("tempdir");
-        let log = std::fs::File::create(logs.path().join("moto.log")).expect("moto log");
-        let child = Command::new(venv_bin("moto_server", "SLUICE_MOTO_SERVER"))
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log)
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("spawn moto_server");
+        let child = spawn_moto(&logs, port);
         let mut moto = Moto {
             child,
             endpoint: format!("http://127.0.0.1:{port}"),
             _logs: logs,
         };
+        moto.create_bucket().await;
+        moto
+    }
+
+    /// Kills the server: the endpoint refuses connections until [`Moto::restart`].
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts a fresh (empty) server on the same endpoint and creates the bucket again.
+    pub async fn restart(&mut self) {
+        self.kill();
+        let port = self
+            .endpoint
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .expect("port of the endpoint");
+        self.child = spawn_moto(&self._logs, port);
+        self.create_bucket().await;
+    }
+
+    async fn create_bucket(&mut self) {
         let client = reqwest::Client::new();
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            if let Ok(Some(status)) = moto.child.try_wait() {
+            if let Ok(Some(status)) = self.child.try_wait() {
                 panic!("moto_server exited early ({status})");
             }
             let created = client
-                .put(format!("{}/{BUCKET}", moto.endpoint))
+                .put(format!("{}/{BUCKET}", self.endpoint))
                 .send()
                 .await;
             if let Ok(r) = created {
                 assert!(r.status().is_success(), "creating bucket: {}", r.status());
-                return moto;
+                return;
             }
             assert!(Instant::now() < deadline, "moto_server did not start");
             tokio::time::sleep(Duration::from_millis(100)).await;

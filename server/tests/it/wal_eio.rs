@@ -174,10 +174,18 @@ async fn given_an_fdatasync_error_the_wal_never_acks_again_and_a_restart_recover
         Some(BEFORE - 1),
         "acks stop at the last offset durable before the fault"
     );
-    let health = reqwest::get(format!("{}/healthz", server.url))
-        .await
-        .expect("healthz after the WAL failed");
-    assert!(health.status().is_success(), "the process stays up");
+    let (status, health) = crate::health::healthz(&server.url).await;
+    assert_eq!(
+        status, 503,
+        "the process stays up and says it is not healthy: {health}"
+    );
+    assert_eq!(health["status"], "unhealthy", "{health}");
+    assert_eq!(health["reasons"][0]["check"], "wal", "{health}");
+    let why = health["reasons"][0]["message"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("write-ahead log") && why.contains("Input/output error"),
+        "/healthz names the failed WAL and the EIO: {why}"
+    );
     let log = server.log_without_panic();
     assert!(
         log.contains("WAL can no longer make data durable"),
