@@ -1,0 +1,57 @@
+//! An OTLP export request from a stranger: the first byte picks the signal (traces, logs,
+//! metrics) and the wire (protobuf or OTLP/JSON), the rest is the body. The OTLP modules
+//! of `server/src/otlp/` that decode and transcode are compiled here as they are. Nothing
+//! may panic; a request that decodes transcodes into a batch of the table's schema in
+//! which every item is a row or counted rejected, and its protobuf encoding (what the WAL
+//! keeps) decodes to the same request.
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+#[allow(dead_code)]
+mod otlp {
+    #[path = "../../../src/otlp/columns.rs"]
+    pub mod columns;
+    #[path = "../../../src/otlp/logs.rs"]
+    pub mod logs;
+    #[path = "../../../src/otlp/metrics.rs"]
+    pub mod metrics;
+    #[path = "../../../src/otlp/request.rs"]
+    pub mod request;
+    #[path = "../../../src/otlp/rows.rs"]
+    pub mod rows;
+    #[path = "../../../src/otlp/schema.rs"]
+    pub mod schema;
+    #[path = "../../../src/otlp/traces.rs"]
+    pub mod traces;
+    #[path = "../../../src/otlp/variant.rs"]
+    pub mod variant;
+}
+
+use otlp::request::{Request, Wire};
+use otlp::schema::Signal;
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&mode, body)) = data.split_first() else {
+        return;
+    };
+    let signal = Signal::ALL[(mode % 3) as usize];
+    let wire = if mode & 4 == 0 { Wire::Proto } else { Wire::Json };
+    let Ok(request) = Request::decode(signal, wire, body) else {
+        return;
+    };
+    let schema = signal.schema().arrow_schema();
+    let rows = request
+        .transcode(schema.clone(), 1, 0, 0)
+        .expect("a decoded request always transcodes");
+    assert_eq!(rows.batch.schema(), schema);
+    assert_eq!(
+        rows.batch.num_rows() + rows.rejected as usize,
+        request.items()
+    );
+    // Compared as bytes: a NaN double is not equal to itself.
+    let encoded = request.encode();
+    let again = Request::decode_proto(signal, &encoded).expect("its encoding decodes");
+    assert_eq!(again.encode(), encoded);
+});
