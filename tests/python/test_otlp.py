@@ -468,7 +468,7 @@ def test_refusals_have_their_status_and_nothing_is_written(tmp_path):
         refused(post(b"{\"resourceSpans\": [", extra={"Content-Type": "application/json"}),
                 400, "OTLP/JSON request does not decode")
         refused(post(good.SerializeToString(), extra={"Content-Type": "text/plain"}), 415,
-                "application/x-protobuf")
+                "OTLP/HTTP takes application/x-protobuf or application/json")
         big = trace_service_pb2.ExportTraceServiceRequest()
         scope = big.resource_spans.add().scope_spans.add()
         for i in range(2000):
@@ -484,6 +484,7 @@ def test_refusals_have_their_status_and_nothing_is_written(tmp_path):
         refused(post(good.SerializeToString(), table=LOGS), 400, "is an OTLP logs table")
         refused(post(good.SerializeToString(), table="main.otel.plain"), 400, "not an OTLP table")
         refused(post(good.SerializeToString(), table=None), 400, "no table")
+        grpc_no_table = list(headers(token).items())
         refused(requests.post(server.url + "/v1/traces", data=good.SerializeToString(),
                               headers={**headers(token, SPANS), "Content-Type": "application/json"},
                               timeout=10), 400, "OTLP/JSON")
@@ -493,15 +494,21 @@ def test_refusals_have_their_status_and_nothing_is_written(tmp_path):
         export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export",
                                      request_serializer=None, response_deserializer=None)
 
-        def grpc_refused(body, code, *words, meta=None):
+        def grpc_refused(body, code, *words, meta=None, compression=None):
             with pytest.raises(grpc.RpcError) as err:
-                export(body, metadata=meta or list(headers(token, SPANS).items()), timeout=10)
+                export(body, metadata=meta or list(headers(token, SPANS).items()), timeout=10,
+                       compression=compression)
             assert err.value.code() == code, err.value.details()
             for w in words:
                 assert w in err.value.details(), err.value.details()
 
         grpc_refused(b"\x0a\xff\xff\xff", grpc.StatusCode.INTERNAL, "decode")
         grpc_refused(big.SerializeToString(), grpc.StatusCode.OUT_OF_RANGE, "too large")
+        grpc_bomb = trace_service_pb2.ExportTraceServiceRequest()
+        grpc_bomb.resource_spans.add().scope_spans.add().spans.add().name = "x" * (8 << 20)
+        grpc_refused(grpc_bomb.SerializeToString(), grpc.StatusCode.RESOURCE_EXHAUSTED,
+                     "size limit, of 65536 bytes, exceeded while decompressing",
+                     compression=grpc.Compression.Gzip)
         grpc_refused(good.SerializeToString(), grpc.StatusCode.UNAUTHENTICATED,
                      meta=[(TABLE_HEADER, SPANS)])
         grpc_refused(good.SerializeToString(), grpc.StatusCode.UNAUTHENTICATED,
@@ -510,6 +517,8 @@ def test_refusals_have_their_status_and_nothing_is_written(tmp_path):
                      meta=list(headers(token, "main.otel.nope").items()))
         grpc_refused(good.SerializeToString(), grpc.StatusCode.INVALID_ARGUMENT,
                      "is an OTLP logs table", meta=list(headers(token, LOGS).items()))
+        grpc_refused(good.SerializeToString(), grpc.StatusCode.INVALID_ARGUMENT, "no table",
+                     meta=grpc_no_table)
         # Control: the same request is accepted over both, so the refusals above were theirs.
         assert post(good.SerializeToString()).status_code == 200
         assert export(good.SerializeToString(), metadata=list(headers(token, SPANS).items()),

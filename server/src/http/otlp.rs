@@ -54,7 +54,7 @@ pub async fn metrics(State(state): State<OtlpState>, headers: HeaderMap, body: B
     answer(&state, Signal::Metrics, &headers, body).await
 }
 
-fn wire_of(content_type: Option<&str>) -> Result<Wire, BodyError> {
+fn wire_of(content_type: Option<&str>) -> Result<Wire, RestError> {
     let value = content_type.unwrap_or("");
     let essence = value.split(';').next().unwrap_or("").trim();
     if essence.eq_ignore_ascii_case(PROTOBUF) {
@@ -62,9 +62,7 @@ fn wire_of(content_type: Option<&str>) -> Result<Wire, BodyError> {
     } else if essence.eq_ignore_ascii_case(JSON) {
         Ok(Wire::Json)
     } else {
-        Err(BodyError::ContentType(format!(
-            "{value} (OTLP/HTTP takes {PROTOBUF} or {JSON})"
-        )))
+        Err(RestError::OtlpContentType(value.to_string()))
     }
 }
 

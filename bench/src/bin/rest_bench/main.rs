@@ -12,13 +12,12 @@
 //! Run: `cargo build --release -p sluice-server && cargo run --release -p sluice-bench
 //! --features e2e --bin rest-bench -- --seconds 10`.
 
-mod cpu;
 mod grpc_load;
 mod rest_load;
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Result};
 use clap::Parser;
@@ -93,9 +92,7 @@ async fn rest_row(opts: &Options, per_request: usize, rate: Option<f64>) -> Resu
     let url = format!("{}/zerobus/v1/tables/{table}/insert", server.url);
     let token = server.token().await?;
     let window = Duration::from_secs(opts.seconds);
-    let cpu_before = cpu::cpu_seconds(server.pid())?;
-    let started = Instant::now();
-    let out = rest_load::run(
+    let load = rest_load::run(
         url,
         token,
         opts.clients,
@@ -103,12 +100,9 @@ async fn rest_row(opts: &Options, per_request: usize, rate: Option<f64>) -> Resu
         window,
         rate,
         Arc::new(padding()),
-    )
-    .await?;
-    let seconds = started.elapsed().as_secs_f64().max(opts.seconds as f64);
-    let cpu_s = cpu::cpu_seconds(server.pid())? - cpu_before;
-    drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
+    );
+    let (out, seconds, cpu_s) = server.measure(&dir, load).await?;
+    let seconds = seconds.max(opts.seconds as f64);
     Ok(Row {
         path: match rate {
             Some(r) => format!("REST, open loop {r:.0} req/s"),
@@ -126,22 +120,17 @@ async fn rest_row(opts: &Options, per_request: usize, rate: Option<f64>) -> Resu
 async fn grpc_row(opts: &Options, json: bool) -> Result<Row> {
     let name = if json { "grpcjson" } else { "grpc" };
     let (server, dir, table) = fresh_server(opts, name).await?;
-    let cpu_before = cpu::cpu_seconds(server.pid())?;
-    let started = Instant::now();
-    let records = grpc_load::run(
-        &server.url,
+    let url = server.url.clone();
+    let load = grpc_load::run(
+        &url,
         &table,
         opts.grpc_streams,
         Duration::from_secs(opts.seconds),
         opts.max_inflight,
         Arc::new(padding()),
         json,
-    )
-    .await?;
-    let seconds = started.elapsed().as_secs_f64();
-    let cpu_s = cpu::cpu_seconds(server.pid())? - cpu_before;
-    drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
+    );
+    let (records, seconds, cpu_s) = server.measure(&dir, load).await?;
     Ok(Row {
         path: format!(
             "gRPC, {} SDK streams ({})",
