@@ -46,6 +46,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from conftest import CLIENT_ID, CLIENT_SECRET, Server
+from test_cluster import cluster  # noqa: F401 (the fixture)
 
 SPANS = "main.otel.spans"
 LOGS = "main.otel.logs"
@@ -53,16 +54,16 @@ METRICS = "main.otel.metrics"
 TABLE_HEADER = "x-databricks-zerobus-table-name"
 
 
-def sluice(server, *args):
+def sluice(url, *args):
     binary = os.environ.get("SLUICE_BIN", "target/debug/sluice")
     env = dict(os.environ, SLUICE_CLIENT_ID=CLIENT_ID, SLUICE_CLIENT_SECRET=CLIENT_SECRET)
-    return subprocess.run([binary, *args, "--server", server.url], env=env, capture_output=True,
+    return subprocess.run([binary, *args, "--server", url], env=env, capture_output=True,
                           text=True, timeout=60)
 
 
 def create_otlp(server, name, signal):
     """Creates the table with the CLI; returns its location."""
-    out = sluice(server, "table", "create", name, "--otlp", signal)
+    out = sluice(server.url, "table", "create", name, "--otlp", signal)
     assert out.returncode == 0, out.stderr
     return server.api("GET", "/" + name)["storage_location"]
 
@@ -527,3 +528,26 @@ def test_refusals_have_their_status_and_nothing_is_written(tmp_path):
     finally:
         server.stop()
     assert len(rows(spans_at, 2)) == 2
+
+
+def test_otlp_grpc_and_http_through_the_router(cluster):
+    url, pods = cluster
+    out = sluice(url, "table", "create", SPANS, "--otlp", "traces")
+    assert out.returncode == 0, out.stderr
+    location = pods[0].api("GET", "/" + SPANS)["storage_location"]
+    token = pods[0].token()
+    spans = make_spans()
+    grpc_exporter = GrpcSpanExporter(endpoint=url.removeprefix("http://"), insecure=True,
+                                     headers=headers(token, SPANS))
+    http_exporter = HttpSpanExporter(endpoint=url + "/v1/traces", headers=headers(token, SPANS))
+    for _ in range(2):
+        assert grpc_exporter.export(spans) == SpanExportResult.SUCCESS
+        assert http_exporter.export(spans) == SpanExportResult.SUCCESS
+    r = requests.get(url + "/v1/traces", timeout=10)
+    assert (r.status_code, r.headers["Allow"]) == (405, "POST")
+    for pod in pods:
+        pod.stop()
+    df = rows(location, 12)
+    assert len(df) == 12 and df["record_id"].n_unique() == 12
+    for span in spans:
+        assert len(df.filter(pl.col("span_id") == hex_id(span.context.span_id, 16))) == 4
