@@ -5,8 +5,6 @@
 //! record id is derived from the pod's OTLP stream key and that offset, so a replayed
 //! request gives the same ids.
 
-use std::fmt::Write;
-
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 use opentelemetry_proto::tonic::common::v1::any_value::Value;
@@ -92,7 +90,6 @@ pub struct Rows {
     first_error: Option<String>,
     /// Scratch buffer for JSON text.
     pub buf: Vec<u8>,
-    id: String,
 }
 
 /// What a request gave.
@@ -135,7 +132,6 @@ impl Rows {
             rejected: 0,
             first_error: None,
             buf: Vec::new(),
-            id: String::new(),
         })
     }
 
@@ -162,14 +158,12 @@ impl Rows {
         } else {
             self.received_at_us
         };
-        self.id.clear();
-        let _ = write!(
-            self.id,
-            "{}",
-            uuid::Uuid::from_u64_pair(self.stream_key, offset as u64)
-        );
+        let mut id = [0u8; uuid::fmt::Hyphenated::LENGTH];
+        let id = uuid::Uuid::from_u64_pair(self.stream_key, offset as u64)
+            .hyphenated()
+            .encode_lower(&mut id);
         let c = &mut self.cols;
-        c[0].str(Some(&self.id));
+        c[0].str(Some(id));
         c[1].i64(Some(micros));
         c[2].i32(Some(micros.div_euclid(MICROS_PER_DAY) as i32));
         c[3].str(res.service_name.as_deref());
@@ -235,9 +229,11 @@ pub fn hex_id(
     if bytes.len() != len {
         return Err(format!("{what} has {} bytes, expected {len}", bytes.len()));
     }
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(len * 2);
     for b in bytes {
-        let _ = write!(out, "{b:02x}");
+        out.push(HEX[(b >> 4) as usize] as char);
+        out.push(HEX[(b & 15) as usize] as char);
     }
     Ok(Some(out))
 }
