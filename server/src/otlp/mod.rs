@@ -5,7 +5,8 @@
 //! the prost types of the official definitions ([`request`]), transcoded item by item
 //! into the table's Arrow columns ([`columns`], [`rows`], [`traces`], [`logs`],
 //! [`metrics`], VARIANT text by [`variant`]), logged as one WAL frame and answered once
-//! it is durable ([`export`]), with OTLP partial success for the items that do not fit.
+//! it is durable ([`export`]), with OTLP partial success for the items that do not fit
+//! ([`response`]); start-up replay transcodes logged requests again ([`replay`]).
 
 pub mod columns;
 pub mod export;
