@@ -43,7 +43,11 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let signal = Signal::ALL[(mode % 3) as usize];
-    let wire = if mode & 4 == 0 { Wire::Proto } else { Wire::Json };
+    let wire = if mode & 4 == 0 {
+        Wire::Proto
+    } else {
+        Wire::Json
+    };
     let Ok(request) = Request::decode(signal, wire, body) else {
         return;
     };
