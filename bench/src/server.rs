@@ -43,6 +43,24 @@ impl Server {
         self.process.child.id()
     }
 
+    /// Runs `load` against this server, then stops it and removes `dir` (its data dir):
+    /// what the load returned, its wall seconds and the server's CPU seconds (user +
+    /// system, from /proc) while it ran.
+    pub async fn measure<T>(
+        self,
+        dir: &Path,
+        load: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<(T, f64, f64)> {
+        let cpu_before = crate::procstat::cpu_seconds(self.pid())?;
+        let started = std::time::Instant::now();
+        let out = load.await?;
+        let seconds = started.elapsed().as_secs_f64();
+        let cpu_s = crate::procstat::cpu_seconds(self.pid())? - cpu_before;
+        drop(self);
+        let _ = std::fs::remove_dir_all(dir);
+        Ok((out, seconds, cpu_s))
+    }
+
     /// Waits until `/healthz` answers.
     pub async fn wait_ready(&self) -> Result<()> {
         crate::e2e::wait_ready(&format!("{}/healthz", self.process.url)).await

@@ -115,6 +115,22 @@ pub struct ServeConfig {
     /// The Delta table control-plane changes are appended to (`--audit-table
     /// CATALOG.SCHEMA.TABLE`), created on first use. Default: none (log lines only).
     pub audit_table: Option<String>,
+    /// The table of OTLP requests without the table header, per signal
+    /// (`--otlp-traces-table`, `--otlp-logs-table`, `--otlp-metrics-table`). Default: none
+    /// (the header is required).
+    pub otlp_tables: DefaultTables,
+}
+
+/// The tables a request without the table header goes to, per signal
+/// (`--otlp-traces-table`, `--otlp-logs-table`, `--otlp-metrics-table`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DefaultTables {
+    /// Spans.
+    pub traces: Option<String>,
+    /// Log records.
+    pub logs: Option<String>,
+    /// Metric data points.
+    pub metrics: Option<String>,
 }
 
 /// How a pod takes part in a cluster (`sluice serve --join etcd://…`).
@@ -156,6 +172,7 @@ impl ServeConfig {
             max_message_bytes: 10 << 20,
             tls: None,
             audit_table: None,
+            otlp_tables: DefaultTables::default(),
             limits: crate::limits::Limits::default(),
             wal_fsync: true,
             wal_segment_bytes: 64 << 20,

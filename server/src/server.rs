@@ -46,7 +46,14 @@ pub async fn run(
     let flight = FlightServiceServer::new(FlightIngest::new(ingest))
         .max_decoding_message_size(pod.config.max_message_bytes)
         .max_encoding_message_size(pod.config.max_message_bytes);
-    let mut routes = tonic::service::Routes::new(grpc).add_service(flight);
+    let otlp = Arc::new(crate::otlp::OtlpIngest::default());
+    let (traces, logs, metrics) =
+        crate::otlp::grpc::OtlpGrpc::new(pod.clone(), otlp.clone()).servers();
+    let mut routes = tonic::service::Routes::new(grpc)
+        .add_service(flight)
+        .add_service(traces)
+        .add_service(logs)
+        .add_service(metrics);
     if let Some(roles) = &pod.roles {
         routes = routes.add_service(CommitterService::new(roles.clone(), pod.auth.clone()));
     }
@@ -55,7 +62,7 @@ pub async fn run(
     }
     let app = crate::http::front_door::front_door(
         routes.into_axum_router(),
-        crate::http::router(pod.clone()),
+        crate::http::router(pod.clone(), otlp),
     );
     let tls = options.tls.is_some();
     tracing::info!(%addr, tls, warehouse = %pod.warehouse.root(), "sluice is serving gRPC and HTTP");

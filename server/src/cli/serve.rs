@@ -108,6 +108,15 @@ pub struct ServeArgs {
     /// main.sluice.audit; created on first use). Without it, changes are only logged.
     #[arg(long, env = "SLUICE_AUDIT_TABLE", value_parser = parse_table_name)]
     audit_table: Option<String>,
+    /// Table of OTLP spans sent without the x-databricks-zerobus-table-name header.
+    #[arg(long, value_parser = parse_table_name)]
+    otlp_traces_table: Option<String>,
+    /// Table of OTLP log records sent without the table header.
+    #[arg(long, value_parser = parse_table_name)]
+    otlp_logs_table: Option<String>,
+    /// Table of OTLP metric data points sent without the table header.
+    #[arg(long, value_parser = parse_table_name)]
+    otlp_metrics_table: Option<String>,
     /// When draining, how long producers get to move their streams away.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     drain_grace: Duration,
@@ -161,6 +170,11 @@ impl From<ServeArgs> for ServeConfig {
             },
             secrets_key: kek_source(args.secrets_key_file),
             audit_table: args.audit_table,
+            otlp_tables: sluice_server::otlp::DefaultTables {
+                traces: args.otlp_traces_table,
+                logs: args.otlp_logs_table,
+                metrics: args.otlp_metrics_table,
+            },
             ..ServeConfig::new(args.data_dir)
         }
     }

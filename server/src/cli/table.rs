@@ -8,6 +8,7 @@ use clap::Subcommand;
 use reqwest::Method;
 use serde_json::Value;
 use sluice_server::http::{column_infos, TableInfo};
+use sluice_server::otlp::Signal;
 use sluice_server::sink::{rescued_data, system_columns};
 use sluice_server::{Result, ServerError};
 use sluice_zeroparser::TableSchema;
@@ -22,8 +23,12 @@ pub enum TableCommand {
         /// catalog.schema.table
         name: String,
         /// e.g. "id BIGINT NOT NULL, device STRING, tags ARRAY<STRING>"
-        #[arg(long)]
-        columns: String,
+        #[arg(long, required_unless_present = "otlp", conflicts_with = "otlp")]
+        columns: Option<String>,
+        /// Create the flattened OpenTelemetry table of this signal (one row per span, log
+        /// record or metric data point) instead of --columns.
+        #[arg(long, value_parser = parse_signal)]
+        otlp: Option<Signal>,
         /// Where the Delta table lives (default: under the warehouse); a Delta
         /// table already there with the same columns is attached, not created.
         #[arg(long)]
@@ -94,6 +99,10 @@ pub enum TableCommand {
     },
 }
 
+fn parse_signal(text: &str) -> std::result::Result<Signal, String> {
+    Signal::parse(text).ok_or_else(|| "expected traces, logs or metrics".into())
+}
+
 fn parse_property(text: &str) -> std::result::Result<(String, String), String> {
     match text.split_once('=') {
         Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.trim().to_string())),
@@ -108,6 +117,7 @@ pub async fn run(conn: ConnArgs, command: TableCommand) -> anyhow::Result<()> {
         TableCommand::Create {
             name,
             columns,
+            otlp,
             location,
             mut properties,
             system_columns,
@@ -121,6 +131,11 @@ pub async fn run(conn: ConnArgs, command: TableCommand) -> anyhow::Result<()> {
                     properties.push((property.to_string(), "true".to_string()));
                 }
             }
+            let columns = match (otlp, columns) {
+                (Some(signal), _) => signal.columns_sql(),
+                (None, Some(columns)) => columns,
+                (None, None) => anyhow::bail!("give --columns or --otlp"),
+            };
             let info = client
                 .create_table(&name, &columns, location.as_deref(), &properties)
                 .await?;

@@ -42,7 +42,36 @@ pub async fn insert(
     }
 }
 
-fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, RestError> {
+/// The body as sent, refused (413) past `limit` bytes: by `Content-Length` before
+/// reading, and by a bounded read otherwise.
+pub(super) async fn read_body(
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+) -> Result<axum::body::Bytes, RestError> {
+    let too_large = BodyError::TooLarge {
+        limit,
+        decoded: false,
+    };
+    let declared =
+        header_text(headers, header::CONTENT_LENGTH.as_str())?.and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(too_large.into());
+    }
+    Ok(axum::body::to_bytes(body, limit).await.map_err(|e| {
+        if e.to_string().contains("length limit") {
+            too_large.clone()
+        } else {
+            BodyError::Malformed(format!("reading the body: {e}"))
+        }
+    })?)
+}
+
+/// A header's value as text (None: absent; not ASCII: 400).
+pub(super) fn header_text<'a>(
+    headers: &'a HeaderMap,
+    name: &str,
+) -> Result<Option<&'a str>, RestError> {
     headers
         .get(name)
         .map(|v| {
@@ -74,22 +103,7 @@ async fn handle(
     let layout = body::layout(header_text(headers, header::CONTENT_TYPE.as_str())?)?;
     let encoding = body::encoding(header_text(headers, header::CONTENT_ENCODING.as_str())?)?;
     let limit = pod.config.max_message_bytes;
-    let too_large = BodyError::TooLarge {
-        limit,
-        decoded: false,
-    };
-    let declared =
-        header_text(headers, header::CONTENT_LENGTH.as_str())?.and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit as u64) {
-        return Err(too_large.into());
-    }
-    let wire = axum::body::to_bytes(body, limit).await.map_err(|e| {
-        if e.to_string().contains("length limit") {
-            too_large.clone()
-        } else {
-            BodyError::Malformed(format!("reading the body: {e}"))
-        }
-    })?;
+    let wire = read_body(headers, body, limit).await?;
     let decoded = body::decode(&wire, encoding, limit)?;
     let records = body::split(&decoded, layout)?;
     let key = header_text(headers, IDEMPOTENCY_KEY)?;

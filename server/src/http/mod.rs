@@ -1,5 +1,5 @@
 //! The HTTP side of the pod's one port: the Unity-Catalog-shaped tables API,
-//! the OAuth token endpoint, REST insert, health and Prometheus metrics. Every
+//! the OAuth token endpoint, REST insert, OTLP/HTTP, health and Prometheus metrics. Every
 //! catalog and admin route sits behind [`authenticated::require_token`]; REST
 //! insert checks its token itself (its refusals are Zerobus-shaped). What is
 //! not served answers 404 or 405 ([`front_door`]).
@@ -9,6 +9,7 @@ pub mod front_door;
 mod grants;
 mod health;
 mod insert;
+mod otlp;
 mod principals;
 mod tables;
 mod uc;
@@ -28,8 +29,8 @@ use axum::Router;
 
 use crate::pod::Pod;
 
-/// The HTTP routes of a pod.
-pub fn router(pod: Arc<Pod>) -> Router {
+/// The HTTP routes of a pod (`otlp`: its OTLP side, shared with the gRPC services).
+pub fn router(pod: Arc<Pod>, otlp: Arc<crate::otlp::OtlpIngest>) -> Router {
     let token = Router::new()
         .route("/oidc/v1/token", post(crate::auth::token_endpoint))
         .with_state(pod.auth.clone());
@@ -37,6 +38,11 @@ pub fn router(pod: Arc<Pod>) -> Router {
     let insert = Router::new()
         .route("/zerobus/v1/tables/{table}/insert", post(insert::insert))
         .with_state((pod.clone(), rest));
+    let otlp = Router::new()
+        .route("/v1/traces", post(otlp::traces))
+        .route("/v1/logs", post(otlp::logs))
+        .route("/v1/metrics", post(otlp::metrics))
+        .with_state((pod.clone(), otlp));
     let public = Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(readyz))
@@ -50,6 +56,7 @@ pub fn router(pod: Arc<Pod>) -> Router {
         .with_state(pod)
         .merge(public)
         .merge(insert)
+        .merge(otlp)
         .merge(token)
 }
 

@@ -13,10 +13,16 @@
 //!                       | i64 received_at_ms )  (keys re-logged before a purge)
 //! kind 5, arrow batch:  u64 stream_key | i64 offset | u32 rows | u32 count
 //!                       | count × ( u32 header_len | header | u32 body_len | body )
+//! kind 6, OTLP export:  u16 table_len | table | u8 signal (1 traces, 2 logs, 3 metrics)
+//!                       | u64 stream_key | i64 first_offset | i64 received_at_us
+//!                       | the Export*ServiceRequest protobuf (to the end)
 //! ```
 //! An Avro stream's open frame carries, as its descriptor, the producer's writer schema
 //! (`avro_schema_json`, UTF-8), and its records frames the raw datums, so replay compiles
 //! the same plan and decodes the same bytes.
+//! An OTLP export frame stands alone (no stream-open frame): it names its table and
+//! signal, and its request is transcoded again at replay with the same offsets and
+//! arrival time, so replayed rows equal the live ones.
 //! An Arrow stream's open frame carries, as its descriptor, the producer's IPC schema
 //! message (the flatbuffer `Message` of its first `FlightData`). An arrow-batch frame holds
 //! the Arrow IPC messages of one Flight batch exactly as the producer sent them (body
@@ -67,6 +73,9 @@ pub const KIND_STREAM_OPEN: u8 = 1;
 pub const KIND_RECORDS: u8 = 2;
 /// WAL frame kind of an Arrow batch payload.
 pub const KIND_ARROW: u8 = 5;
+
+/// WAL frame kind of one OTLP export request.
+pub const KIND_OTLP: u8 = 6;
 
 /// WAL frame kind of a records payload that carries a REST request's idempotency key.
 pub const KIND_KEYED_RECORDS: u8 = 3;
@@ -339,6 +348,58 @@ pub fn decode_arrow(bytes: &[u8]) -> Result<ArrowFrame<'_>> {
     })
 }
 
+/// An OTLP export frame.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OtlpFrame<'a> {
+    /// Full table name.
+    pub table: String,
+    /// 1 traces, 2 logs, 3 metrics.
+    pub signal: u8,
+    /// The pod process's OTLP stream key (system columns, record ids).
+    pub stream_key: u64,
+    /// Offset of the request's first item (item `i` has `first_offset + i`).
+    pub first_offset: i64,
+    /// When the pod received the request, µs since the epoch.
+    pub received_at_us: i64,
+    /// The request, protobuf-encoded.
+    pub request: &'a [u8],
+}
+
+/// Encodes an OTLP export payload.
+pub fn encode_otlp(frame: &OtlpFrame<'_>) -> Vec<u8> {
+    let table = frame.table.as_bytes();
+    let table = &table[..table.len().min(u16::MAX as usize)];
+    let mut out = Vec::with_capacity(2 + table.len() + 1 + 24 + frame.request.len());
+    out.extend_from_slice(&(table.len() as u16).to_le_bytes());
+    out.extend_from_slice(table);
+    out.push(frame.signal);
+    out.extend_from_slice(&frame.stream_key.to_le_bytes());
+    out.extend_from_slice(&frame.first_offset.to_le_bytes());
+    out.extend_from_slice(&frame.received_at_us.to_le_bytes());
+    out.extend_from_slice(frame.request);
+    out
+}
+
+/// Decodes an OTLP export payload (the request is not looked into).
+pub fn decode_otlp(bytes: &[u8]) -> Result<OtlpFrame<'_>> {
+    let mut r = Reader { bytes, pos: 0 };
+    let table_len = r.u16()? as usize;
+    let table =
+        String::from_utf8(r.take(table_len)?.to_vec()).map_err(|_| FrameError::TableNotUtf8)?;
+    let signal = r.u8()?;
+    let stream_key = r.u64()?;
+    let first_offset = r.u64()? as i64;
+    let received_at_us = r.u64()? as i64;
+    Ok(OtlpFrame {
+        table,
+        signal,
+        stream_key,
+        first_offset,
+        received_at_us,
+        request: &bytes[r.pos..],
+    })
+}
+
 struct Reader<'a> {
     bytes: &'a [u8],
     pos: usize,
@@ -382,6 +443,21 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_otlp_frame_round_trips_and_a_cut_one_is_truncated() {
+        let frame = OtlpFrame {
+            table: "o.t.spans".into(),
+            signal: 1,
+            stream_key: 7,
+            first_offset: 1 << 40,
+            received_at_us: -3,
+            request: b"\x0a\x00",
+        };
+        let bytes = encode_otlp(&frame);
+        assert_eq!(decode_otlp(&bytes).expect("decode"), frame);
+        assert_eq!(decode_otlp(&bytes[..20]), Err(FrameError::Truncated));
+    }
 
     #[test]
     fn stream_open_round_trips() {

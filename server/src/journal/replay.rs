@@ -7,6 +7,9 @@
 //! if it ends after the table's committed position, and the next commit
 //! records the new position in the same atomic Delta commit as the rows.
 //!
+//! OTLP export frames name their table and are transcoded again as on the live path
+//! (`crate::otlp`), with the offsets and arrival time they were logged with.
+//!
 //! Arrow Flight streams' arrow-batch frames are decoded under the schema of their open
 //! frame and fitted to the table as on the live path (`crate::flight`).
 //!
@@ -24,8 +27,8 @@ use sluice_wal::{Lsn, Wal};
 use sluice_zeroparser::RecordBatchBuilder;
 
 use super::frames::{
-    decode_arrow, decode_keyed, decode_keys, decode_records, KeyRecord, StreamOpen, KIND_ARROW,
-    KIND_KEYED_RECORDS, KIND_KEYS, KIND_RECORDS, KIND_STREAM_OPEN,
+    decode_arrow, decode_keyed, decode_keys, decode_otlp, decode_records, KeyRecord, StreamOpen,
+    KIND_ARROW, KIND_KEYED_RECORDS, KIND_KEYS, KIND_OTLP, KIND_RECORDS, KIND_STREAM_OPEN,
 };
 use super::plan::RecordPlan;
 use super::streams::StreamRegistry;
@@ -93,6 +96,21 @@ pub fn replay(wal: &Wal, sinks: &Sinks, registry: &StreamRegistry) -> Result<Rep
                     registry,
                     &mut report,
                 )?;
+                continue;
+            }
+            KIND_OTLP => {
+                let otlp = decode_otlp(&frame.payload)?;
+                let Some(sink) = sinks.get(&otlp.table) else {
+                    continue; // table dropped
+                };
+                if frame.end_lsn <= sink.committed_lsn() {
+                    continue;
+                }
+                if let Some(batch) = crate::otlp::replay::replay_rows(&otlp, &sink)? {
+                    report.rows += batch.num_rows();
+                    report.frames += 1;
+                    sink.append_replayed(batch, frame.end_lsn, None)?;
+                }
                 continue;
             }
             KIND_RECORDS => &frame.payload[..],

@@ -13,6 +13,9 @@ pub enum RestError {
     /// The body could not be taken apart into records.
     #[error(transparent)]
     Body(#[from] BodyError),
+    /// An OTLP/HTTP request whose content type is neither protobuf nor JSON.
+    #[error("unsupported content type {0:?}: OTLP/HTTP takes application/x-protobuf or application/json")]
+    OtlpContentType(String),
     /// The pod refused it (auth, table, record, WAL).
     #[error(transparent)]
     Server(#[from] ServerError),
@@ -32,9 +35,8 @@ impl RestError {
     pub fn status(&self) -> (u16, &'static str) {
         match self {
             RestError::Body(BodyError::TooLarge { .. }) => (413, "REQUEST_LIMIT_EXCEEDED"),
-            RestError::Body(BodyError::ContentType(_) | BodyError::Encoding(_)) => {
-                (415, "INVALID_PARAMETER_VALUE")
-            }
+            RestError::Body(BodyError::ContentType(_) | BodyError::Encoding(_))
+            | RestError::OtlpContentType(_) => (415, "INVALID_PARAMETER_VALUE"),
             RestError::Body(_) => (400, "INVALID_PARAMETER_VALUE"),
             RestError::Server(e) => server_status(e),
             RestError::KeyPending { .. } => (503, "TEMPORARILY_UNAVAILABLE"),

@@ -41,7 +41,7 @@ use crate::sink::SharedSink;
 
 /// A REST request waits while its table's memtable holds more than this many flush
 /// thresholds (as streams do).
-const MEMTABLE_LIMIT_FLUSHES: usize = 4;
+pub const MEMTABLE_LIMIT_FLUSHES: usize = 4;
 /// How often a request waiting on another with the same key looks again.
 const KEY_WAIT_POLL: Duration = Duration::from_millis(20);
 /// `Retry-After` of a key another live pod (or this one) is writing.

@@ -15,7 +15,6 @@
 //! Run: `cargo build --release -p sluice-server && cargo run --release -p sluice-bench
 //! --features e2e --bin rest-bench -- --seconds 10`.
 
-mod cpu;
 mod grpc_load;
 mod rest_load;
 
@@ -26,6 +25,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Result};
 use clap::Parser;
 use sluice_bench::e2e::{padding, TARGET_RECORD_BYTES};
+use sluice_bench::procstat;
 use sluice_bench::server::Server;
 use sluice_bench::stats::Samples;
 use sluice_bench::table::Table;
@@ -103,7 +103,7 @@ impl Fresh {
     fn etcd_cpu(&self) -> Result<Option<f64>> {
         self.etcd
             .as_ref()
-            .map(|e| cpu::cpu_seconds(e.child.id()))
+            .map(|e| procstat::cpu_seconds(e.child.id()))
             .transpose()
     }
 }
@@ -159,7 +159,7 @@ async fn rest_row(
     let url = format!("{}/zerobus/v1/tables/{}/insert", server.url, fresh.table);
     let token = server.token().await?;
     let window = Duration::from_secs(opts.seconds);
-    let cpu_before = cpu::cpu_seconds(server.pid())?;
+    let cpu_before = procstat::cpu_seconds(server.pid())?;
     let etcd_before = fresh.etcd_cpu()?;
     let started = Instant::now();
     let out = rest_load::run(
@@ -176,7 +176,7 @@ async fn rest_row(
     )
     .await?;
     let seconds = started.elapsed().as_secs_f64().max(opts.seconds as f64);
-    let cpu_s = cpu::cpu_seconds(server.pid())? - cpu_before;
+    let cpu_s = procstat::cpu_seconds(server.pid())? - cpu_before;
     let etcd_cpu_s = fresh.etcd_cpu()?.zip(etcd_before).map(|(a, b)| a - b);
     let dir = fresh.dir.clone();
     drop(fresh);
@@ -204,7 +204,7 @@ async fn grpc_row(opts: &Options, json: bool) -> Result<Row> {
     let name = if json { "grpcjson" } else { "grpc" };
     let fresh = fresh_server(opts, name).await?;
     let (server, table) = (&fresh.server, &fresh.table);
-    let cpu_before = cpu::cpu_seconds(server.pid())?;
+    let cpu_before = procstat::cpu_seconds(server.pid())?;
     let etcd_before = fresh.etcd_cpu()?;
     let started = Instant::now();
     let records = grpc_load::run(
@@ -218,7 +218,7 @@ async fn grpc_row(opts: &Options, json: bool) -> Result<Row> {
     )
     .await?;
     let seconds = started.elapsed().as_secs_f64();
-    let cpu_s = cpu::cpu_seconds(server.pid())? - cpu_before;
+    let cpu_s = procstat::cpu_seconds(server.pid())? - cpu_before;
     let etcd_cpu_s = fresh.etcd_cpu()?.zip(etcd_before).map(|(a, b)| a - b);
     let dir = fresh.dir.clone();
     drop(fresh);
