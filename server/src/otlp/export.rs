@@ -86,7 +86,7 @@ pub async fn export(
         .sink_for(&table)
         .await?
         .ok_or_else(|| ServerError::NotFound(format!("table `{table}` does not exist")))?;
-    match Signal::of_table(sink.schema()) {
+    match Signal::of_table(&sink.schema()) {
         Some(s) if s == signal => {}
         Some(other) => {
             return Err(ServerError::InvalidArgument(format!(

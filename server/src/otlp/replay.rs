@@ -20,7 +20,7 @@ pub fn replay_rows(frame: &OtlpFrame<'_>, sink: &TableSink) -> Result<Option<Rec
         );
         return Ok(None);
     };
-    if Signal::of_table(sink.schema()) != Some(signal) {
+    if Signal::of_table(&sink.schema()) != Some(signal) {
         tracing::error!(
             table = sink.name(),
             "replay: the table is no longer an OTLP {} table",
