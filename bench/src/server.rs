@@ -10,6 +10,17 @@ use anyhow::{bail, Context, Result};
 use crate::e2e::{free_port, serve_args, Process};
 pub use crate::e2e::{CLIENT_ID, CLIENT_SECRET};
 
+/// Fails with a hint to build it when the `sluice` binary a bench drives is missing.
+pub fn require_binary(sluice: &Path) -> Result<()> {
+    if !sluice.exists() {
+        bail!(
+            "{} not found: build it with `cargo build --release -p sluice-server`",
+            sluice.display()
+        );
+    }
+    Ok(())
+}
+
 /// UC columns of the telemetry table the end-to-end benchmarks write.
 pub fn telemetry_columns() -> serde_json::Value {
     crate::e2e::telemetry_columns()

@@ -77,3 +77,27 @@ def server(tmp_path):
     s = Server(tmp_path)
     yield s
     s.stop()
+
+
+def create_table(server, name, columns):
+    """Creates table `name` from (name, type_text, type_name, nullable) tuples."""
+    server.api("POST", "", {"name": name, "columns": [
+        {"name": n, "type_text": t, "type_name": tn, "nullable": nl} for n, t, tn, nl in columns]})
+
+
+def plain_sdk(server):
+    """The official Python SDK pointed at `server` over plain HTTP/2 (no TLS)."""
+    from zerobus import ZerobusSdk
+
+    sdk = ZerobusSdk(server.url, server.url)
+    sdk._inner.set_use_tls(False)
+    return sdk
+
+
+def map_entries(m):
+    """A map value as sorted (key, value) pairs, whichever form polars gave it."""
+    if m is None:
+        return None
+    if isinstance(m, dict):
+        return sorted(m.items())
+    return sorted((e["key"], e["value"]) for e in m)

@@ -13,10 +13,9 @@ import json
 import polars as pl
 import pyarrow as pa
 from deltalake import DeltaTable
-from zerobus import ZerobusSdk
 from zerobus.sdk.shared.arrow import ArrowStreamConfigurationOptions, IPCCompression
 
-from conftest import CLIENT_ID, CLIENT_SECRET
+from conftest import CLIENT_ID, CLIENT_SECRET, create_table, map_entries, plain_sdk
 
 COLUMNS = [
     ("id", "bigint", "LONG", False),
@@ -100,20 +99,10 @@ def batch(start, stop):
     return pa.RecordBatch.from_arrays([cols[f.name] for f in SCHEMA], schema=SCHEMA)
 
 
-def entries(m):
-    """A map value as sorted (key, value) pairs, whichever form polars gave it."""
-    if m is None:
-        return None
-    if isinstance(m, dict):
-        return sorted(m.items())
-    return sorted((e["key"], e["value"]) for e in m)
-
 
 def test_arrow_batches_from_the_python_sdk_land_in_delta_exactly(server):
-    columns = [{"name": n, "type_text": t, "type_name": tn, "nullable": nl} for n, t, tn, nl in COLUMNS]
-    server.api("POST", "", {"name": "main.py.arrow_rows", "columns": columns})
-    sdk = ZerobusSdk(server.url, server.url)
-    sdk._inner.set_use_tls(False)
+    create_table(server, "main.py.arrow_rows", COLUMNS)
+    sdk = plain_sdk(server)
     # Three streams, one per IPC body compression, each a third of the rows.
     thirds = [(0, 30_000), (30_000, 60_000), (60_000, N)]
     for (lo, hi), compression in zip(thirds, [IPCCompression.NONE, IPCCompression.LZ4_FRAME, IPCCompression.ZSTD]):
@@ -135,7 +124,7 @@ def test_arrow_batches_from_the_python_sdk_land_in_delta_exactly(server):
     for name in df.columns:
         got, want = df[name].to_list(), expected[name].to_list()
         if name == "attrs":
-            got, want = [entries(m) for m in got], [entries(m) for m in want]
+            got, want = [map_entries(m) for m in got], [map_entries(m) for m in want]
         if name in ("ts", "ntz"):
             got = [None if t is None else t.replace(tzinfo=None) for t in got]
             want = [None if t is None else t.replace(tzinfo=None) for t in want]

@@ -19,9 +19,9 @@ import uuid
 import fastavro
 import polars as pl
 from deltalake import DeltaTable
-from zerobus import TableProperties, ZerobusSdk
+from zerobus import TableProperties
 
-from conftest import CLIENT_ID, CLIENT_SECRET
+from conftest import CLIENT_ID, CLIENT_SECRET, create_table, map_entries, plain_sdk
 
 COLUMNS = [
     ("id", "bigint", "LONG", False),
@@ -128,20 +128,10 @@ def encoded(parsed, i):
     return out.getvalue()
 
 
-def entries(m):
-    """A map value as sorted (key, value) pairs, whichever form polars gave it."""
-    if m is None:
-        return None
-    if isinstance(m, dict):
-        return sorted(m.items())
-    return sorted((e["key"], e["value"]) for e in m)
-
 
 def test_avro_records_and_datums_from_the_python_sdk_land_in_delta_exactly(server):
-    columns = [{"name": n, "type_text": t, "type_name": tn, "nullable": nl} for n, t, tn, nl in COLUMNS]
-    server.api("POST", "", {"name": "main.py.avro_rows", "columns": columns})
-    sdk = ZerobusSdk(server.url, server.url)
-    sdk._inner.set_use_tls(False)
+    create_table(server, "main.py.avro_rows", COLUMNS)
+    sdk = plain_sdk(server)
     props = TableProperties("main.py.avro_rows", avro_schema=json.dumps(SCHEMA))
     half = N // 2
     # Dict records: the SDK encodes them with fastavro (one by one, then batches).
@@ -170,7 +160,7 @@ def test_avro_records_and_datums_from_the_python_sdk_land_in_delta_exactly(serve
         got = df[name].to_list()
         want = [r[name] for r in want_rows]
         if name == "attrs":
-            got = [entries(m) for m in got]
+            got = [map_entries(m) for m in got]
         if name in ("ts", "tsm", "ntz"):
             got = [None if t is None else t.replace(tzinfo=None) for t in got]
         assert got == want, f"column {name} differs: {got[:3]} vs {want[:3]}"

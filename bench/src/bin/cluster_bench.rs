@@ -904,12 +904,7 @@ async fn hot(opts: &Options) -> Result<()> {
 #[tokio::main]
 async fn main() -> Result<()> {
     let opts = Options::parse();
-    if !opts.sluice.exists() {
-        bail!(
-            "{} not found: build it with `cargo build --release -p sluice-server`",
-            opts.sluice.display()
-        );
-    }
+    sluice_bench::server::require_binary(&opts.sluice)?;
     println!(
         "Sluice cluster benchmark: official Rust SDK 2.12.0, ~{}-byte proto records, {} cores, \
          everything (etcd, pods, router, producers) on this machine",

@@ -21,7 +21,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use arrow_array::{Float64Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use clap::Parser;
@@ -375,12 +375,7 @@ async fn run_scenario(opts: &Options, format: Format, streams: usize) -> Result<
 #[tokio::main]
 async fn main() -> Result<()> {
     let opts = Options::parse();
-    if !opts.sluice.exists() {
-        bail!(
-            "{} not found: build it with `cargo build --release -p sluice-server`",
-            opts.sluice.display()
-        );
-    }
+    sluice_bench::server::require_binary(&opts.sluice)?;
     println!(
         "Sluice format benchmark: official Rust SDK 2.12.0, the same ~200-byte telemetry rows, \
          {} rows per call, {} s of sending per scenario, flush interval {}, {} cores. \

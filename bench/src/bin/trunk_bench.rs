@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use clap::Parser;
 use databricks_zerobus_ingest_sdk::{ProtoBytes, ZerobusSdk};
 use sluice_bench::e2e::{
@@ -238,12 +238,7 @@ fn read_ids(uri: &str) -> Result<Vec<i64>> {
 #[tokio::main]
 async fn main() -> Result<()> {
     let opts = Options::parse();
-    if !opts.sluice.exists() {
-        bail!(
-            "{} not found: build it with `cargo build --release -p sluice-server`",
-            opts.sluice.display()
-        );
-    }
+    sluice_bench::server::require_binary(&opts.sluice)?;
     println!(
         "Sluice trunk benchmark: official Rust SDK 2.12.0, ~{TARGET_RECORD_BYTES}-byte proto records, \
          {} s per scenario, flush interval {}, max {} in-flight records per stream, {} cores",

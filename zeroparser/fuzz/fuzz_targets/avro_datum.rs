@@ -8,6 +8,7 @@
 //! refuses: a union index or boolean apache-avro reads as null at the end of the input, a
 //! repeated map key, a non-canonical uuid text, a decimal over 128 bits, a value outside its
 //! column's range (the differential proptest in `tests/it/avro_differential.rs` names them).
+//! A value apache-avro decodes but cannot encode again (a zero-byte decimal) is not compared.
 #![no_main]
 #![allow(deprecated)]
 
@@ -69,7 +70,11 @@ fuzz_target!(|data: &[u8]| {
         (_, Err(_)) => assert_eq!(rows(&builder.finish()), seed_rows, "a refused datum left rows"),
         (Some(value), Ok(())) => {
             let ours = rows(&builder.finish());
-            let again = apache_avro::to_avro_datum(&schema, value).expect("re-encode");
+            // apache-avro cannot always encode a value it decoded itself (a zero-byte
+            // decimal reads as 0 but will not encode again): nothing to compare against.
+            let Ok(again) = apache_avro::to_avro_datum(&schema, value) else {
+                return;
+            };
             let mut canonical = RecordBatchBuilder::new(&table);
             canonical.append_avro(&plan, SEED).expect("seed datum");
             canonical

@@ -264,12 +264,7 @@ fn cells(row: &mut Row, peer: f64) -> Vec<String> {
 #[tokio::main]
 async fn main() -> Result<()> {
     let opts = Options::parse();
-    if !opts.sluice.exists() {
-        bail!(
-            "{} not found: build it with `cargo build --release -p sluice-server`",
-            opts.sluice.display()
-        );
-    }
+    sluice_bench::server::require_binary(&opts.sluice)?;
     println!(
         "Sluice OTLP benchmark: {} s per scenario, flush interval {}, {} cores",
         opts.seconds,

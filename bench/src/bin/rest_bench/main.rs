@@ -22,7 +22,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use clap::Parser;
 use sluice_bench::e2e::{padding, TARGET_RECORD_BYTES};
 use sluice_bench::procstat;
@@ -284,12 +284,7 @@ fn cells(row: &mut Row) -> Vec<String> {
 #[tokio::main]
 async fn main() -> Result<()> {
     let opts = Options::parse();
-    if !opts.sluice.exists() {
-        bail!(
-            "{} not found: build it with `cargo build --release -p sluice-server`",
-            opts.sluice.display()
-        );
-    }
+    sluice_bench::server::require_binary(&opts.sluice)?;
     println!(
         "Sluice REST benchmark: ~{TARGET_RECORD_BYTES}-byte telemetry rows, {} s per scenario, \
          {} REST clients, flush interval {}, {}, {} cores",
