@@ -10,6 +10,7 @@ use sluice_proto::cluster::{HandOffRequest, HandOffResponse, StreamOffset};
 use tonic::{Code, Status};
 
 use crate::commit::{HandOff, HandOffAck, HandOffError};
+use crate::error::ServerError;
 
 /// Metadata key naming a refusal's kind.
 pub const REFUSAL_KEY: &str = "sluice-refusal";
@@ -121,22 +122,11 @@ fn kind(e: &HandOffError) -> &'static str {
     }
 }
 
-/// The status a refusal is answered with.
+/// The status a refusal is answered with: the code and message of the refusal as a
+/// [`ServerError`] (one classification for both), plus the refusal kind and, when busy,
+/// the retry hint in the metadata.
 pub fn to_status(e: &HandOffError) -> Status {
-    let code = match e {
-        HandOffError::Busy { .. } => Code::ResourceExhausted,
-        HandOffError::Deposed { .. }
-        | HandOffError::Gap { .. }
-        | HandOffError::Overlap { .. }
-        | HandOffError::WrongTable { .. }
-        | HandOffError::NotCommitter { .. }
-        | HandOffError::Refused { .. }
-        | HandOffError::StaleSchema { .. } => Code::FailedPrecondition,
-        HandOffError::Stopped { .. } | HandOffError::Unreachable { .. } => Code::Unavailable,
-        HandOffError::Commit { .. } => Code::Internal,
-        HandOffError::MissingFile { .. } => Code::NotFound,
-    };
-    let mut status = Status::new(code, e.to_string());
+    let mut status = ServerError::from(e.clone()).to_status();
     let metadata = status.metadata_mut();
     metadata.insert(
         REFUSAL_KEY,

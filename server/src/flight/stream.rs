@@ -62,10 +62,7 @@ pub async fn run_put(
     let mut stream = match open(&pod, &caller, header_table, first).await {
         Ok(s) => s,
         Err(e) => {
-            metrics::counter!("sluice_streams_rejected_total").increment(1);
-            let status = e.to_status();
-            crate::ingest::acks::count_refusal(&status);
-            let _ = tx.send(Err(status)).await;
+            crate::ingest::acks::refuse_open(&tx, e).await;
             return;
         }
     };

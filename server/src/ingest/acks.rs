@@ -96,6 +96,16 @@ pub fn count_refusal(status: &Status) {
         .increment(1);
 }
 
+/// Answers a stream whose opening was refused with `error`'s status, counted in
+/// `sluice_streams_rejected_total` and `sluice_refusals_total{code}` (Zerobus, persistent
+/// and Flight streams alike).
+pub async fn refuse_open<R>(tx: &mpsc::Sender<Result<R, Status>>, error: ServerError) {
+    metrics::counter!("sluice_streams_rejected_total").increment(1);
+    let status = error.to_status();
+    count_refusal(&status);
+    let _ = tx.send(Err(status)).await;
+}
+
 /// One stream's logged-but-unacked frames and its response channel.
 pub struct Acks<R: AckWire = EphemeralStreamResponse> {
     tx: mpsc::Sender<Result<R, Status>>,

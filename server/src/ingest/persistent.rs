@@ -57,10 +57,7 @@ pub async fn run_persistent(
     let opened = match opened {
         Ok(o) => o,
         Err(e) => {
-            metrics::counter!("sluice_streams_rejected_total").increment(1);
-            let status = e.to_status();
-            crate::ingest::acks::count_refusal(&status);
-            let _ = tx.send(Err(status)).await;
+            crate::ingest::acks::refuse_open(&tx, e).await;
             return;
         }
     };

@@ -86,10 +86,7 @@ pub async fn run_stream(
     let opened = match open_stream(&pod, &caller, header_table.as_deref(), create).await {
         Ok(o) => o,
         Err(e) => {
-            metrics::counter!("sluice_streams_rejected_total").increment(1);
-            let status = e.to_status();
-            crate::ingest::acks::count_refusal(&status);
-            let _ = tx.send(Err(status)).await;
+            crate::ingest::acks::refuse_open(&tx, e).await;
             return;
         }
     };

@@ -625,6 +625,19 @@ mod tests {
             .count()
     }
 
+    /// Flushes `sink` while the Delta log of the table at `location` cannot be written
+    /// (a file where its folder was): the flush fails after writing its file and the
+    /// hand-off stays staged. The log is restored before this returns.
+    async fn flush_with_the_log_blocked(sink: &TableSink, location: &std::path::Path) {
+        let log = location.join("_delta_log");
+        let moved = location.join("_delta_log.away");
+        std::fs::rename(&log, &moved).expect("move the log away");
+        std::fs::write(&log, b"not a directory").expect("block the log");
+        assert!(sink.flush().await.is_err(), "the commit must fail");
+        std::fs::remove_file(&log).expect("unblock");
+        std::fs::rename(&moved, &log).expect("restore the log");
+    }
+
     /// A sink of `main.s.t` (`id BIGINT NOT NULL`, in-process committer) whose
     /// memtable holds ids 1, 2, 3 (logged at `lsn`).
     struct Setup {
@@ -690,17 +703,11 @@ mod tests {
 
         // The log cannot be written: the hand-off fails after its file was written.
         let location = url.to_file_path().expect("local table");
-        let log = location.join("_delta_log");
-        let moved = location.join("_delta_log.away");
-        std::fs::rename(&log, &moved).expect("move the log away");
-        std::fs::write(&log, b"not a directory").expect("block the log");
-        assert!(sink.flush().await.is_err(), "the commit must fail");
+        flush_with_the_log_blocked(&sink, &location).await;
         assert_eq!(sink.committed_lsn(), 0);
         assert!(sink.has_pending().expect("pending"));
         assert_eq!(parquet_files(&location), 1);
 
-        std::fs::remove_file(&log).expect("unblock");
-        std::fs::rename(&moved, &log).expect("restore the log");
         let out = sink.flush().await.expect("sent again");
         assert_eq!(out.rows, 3);
         assert_eq!(sink.committed_lsn(), lsn);
@@ -733,13 +740,7 @@ mod tests {
 
         // The first hand-off fails (the log is blocked), so it stays staged ...
         let location = url.to_file_path().expect("local table");
-        let log = location.join("_delta_log");
-        let moved = location.join("_delta_log.away");
-        std::fs::rename(&log, &moved).expect("move the log away");
-        std::fs::write(&log, b"not a directory").expect("block the log");
-        assert!(sink.flush().await.is_err(), "the commit must fail");
-        std::fs::remove_file(&log).expect("unblock");
-        std::fs::rename(&moved, &log).expect("restore the log");
+        flush_with_the_log_blocked(&sink, &location).await;
         // ... and its file is deleted before it is sent again.
         for entry in std::fs::read_dir(&location).expect("table dir") {
             let path = entry.expect("entry").path();

@@ -20,22 +20,31 @@ pub async fn start_pod(
     flush_interval: &str,
     drain_grace: &str,
 ) -> Server {
-    let warehouse = warehouse.to_str().expect("utf-8 path");
-    Server::start_with_args(
-        &root.join(id),
+    start_joined(
+        root,
+        id,
+        join,
+        warehouse,
         flush_interval,
-        &[
-            "--join",
-            join,
-            "--pod-id",
-            id,
-            "--warehouse",
-            warehouse,
-            "--drain-grace",
-            drain_grace,
-        ],
+        &["--drain-grace", drain_grace],
     )
     .await
+}
+
+/// Starts pod `id` joined to `join`, its data dir `root/id`, sharing the local-folder
+/// `warehouse`, flushing every `flush_interval`, with `extra` flags of `sluice serve`.
+pub async fn start_joined(
+    root: &Path,
+    id: &str,
+    join: &str,
+    warehouse: &Path,
+    flush_interval: &str,
+    extra: &[&str],
+) -> Server {
+    let warehouse = warehouse.to_str().expect("utf-8 path");
+    let mut args = vec!["--join", join, "--pod-id", id, "--warehouse", warehouse];
+    args.extend_from_slice(extra);
+    Server::start_with_args(&root.join(id), flush_interval, &args).await
 }
 
 /// Starts etcd (in `root/etcd`) and pods `ids` joined to it (see [`start_pod`]), sharing the

@@ -28,19 +28,9 @@ pub async fn start_pod_with(
     flush: &str,
     extra: &[&str],
 ) -> Server {
-    let warehouse = warehouse.to_str().expect("utf-8 path");
-    let mut args = vec![
-        "--join",
-        join,
-        "--pod-id",
-        id,
-        "--warehouse",
-        warehouse,
-        "--drain-grace",
-        "3s",
-    ];
+    let mut args = vec!["--drain-grace", "3s"];
     args.extend_from_slice(extra);
-    Server::start_with_args(&root.join(id), flush, &args).await
+    crate::cluster_harness::start_joined(root, id, join, warehouse, flush, &args).await
 }
 
 /// One commit of the Delta log.

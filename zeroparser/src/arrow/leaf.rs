@@ -18,6 +18,50 @@ use arrow_buffer::{
 };
 use arrow_schema::DataType;
 
+/// The typed singular-field methods of a proto [`Visitor`](crate::proto::Visitor) that
+/// writes leaf columns through its own `write(slot, push)` (`push` returns `false` when the
+/// value does not fit: then a null): one definition for the flat writer (`arrow::flat`)
+/// and the column-tree writer (`arrow::nested`).
+macro_rules! leaf_visitor_writes {
+    ($a:lifetime) => {
+        #[inline]
+        fn scalar(&mut self, slot: usize, value: Scalar<$a>) {
+            self.write(slot, |data| data.push(&value));
+        }
+
+        #[inline]
+        fn int(&mut self, slot: usize, value: i64) {
+            self.write(slot, |data| data.push_int(value));
+        }
+
+        #[inline]
+        fn double(&mut self, slot: usize, value: f64) {
+            self.write(slot, |data| data.push_double(value));
+        }
+
+        #[inline]
+        fn float(&mut self, slot: usize, value: f32) {
+            self.write(slot, |data| data.push_float(value));
+        }
+
+        #[inline]
+        fn boolean(&mut self, slot: usize, value: bool) {
+            self.write(slot, |data| data.push_bool(value));
+        }
+
+        #[inline]
+        fn string(&mut self, slot: usize, value: &$a str) {
+            self.write(slot, |data| data.push_str(value));
+        }
+
+        #[inline]
+        fn bytes(&mut self, slot: usize, value: &$a [u8]) {
+            self.write(slot, |data| data.push_bytes(value));
+        }
+    };
+}
+pub(crate) use leaf_visitor_writes;
+
 use super::types::UTC;
 use crate::schema::ColumnType;
 use crate::value::{Scalar, Value};

@@ -371,40 +371,7 @@ impl Writer<'_> {
 }
 
 impl<'a> Visitor<'a> for Writer<'_> {
-    #[inline]
-    fn scalar(&mut self, slot: usize, value: Scalar<'a>) {
-        self.write(slot, |data| data.push(&value));
-    }
-
-    #[inline]
-    fn int(&mut self, slot: usize, value: i64) {
-        self.write(slot, |data| data.push_int(value));
-    }
-
-    #[inline]
-    fn double(&mut self, slot: usize, value: f64) {
-        self.write(slot, |data| data.push_double(value));
-    }
-
-    #[inline]
-    fn float(&mut self, slot: usize, value: f32) {
-        self.write(slot, |data| data.push_float(value));
-    }
-
-    #[inline]
-    fn boolean(&mut self, slot: usize, value: bool) {
-        self.write(slot, |data| data.push_bool(value));
-    }
-
-    #[inline]
-    fn string(&mut self, slot: usize, value: &'a str) {
-        self.write(slot, |data| data.push_str(value));
-    }
-
-    #[inline]
-    fn bytes(&mut self, slot: usize, value: &'a [u8]) {
-        self.write(slot, |data| data.push_bytes(value));
-    }
+    super::leaf::leaf_visitor_writes!('a);
 
     fn clear(&mut self, slot: usize) {
         if let Some(id) = self.node(slot) {
