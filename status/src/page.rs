@@ -138,7 +138,14 @@ pub fn render(input: &PageInput<'_>) -> String {
 type Chart<'a> = (&'a str, &'a str, Vec<(f64, f64)>, &'a dyn Fn(f64) -> String);
 
 fn charts(out: &mut String, history: &History, now: f64) {
-    let window = (now - WINDOW.as_secs_f64(), now);
+    // The whole window, or as much of it as the history covers (a young pod's charts use
+    // their full width).
+    let start = history
+        .oldest()
+        .map_or(now - WINDOW.as_secs_f64(), |(t, _)| {
+            t.max(now - WINDOW.as_secs_f64())
+        });
+    let window = (start.min(now - 1.0), now);
     out.push_str("<h2>Last 15 minutes</h2><div class=\"charts\">");
     let mb = |v: f64| format!("{} MB/s", human(v / 1e6));
     let plain = |v: f64| human(v);

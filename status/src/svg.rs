@@ -1,5 +1,6 @@
 //! One small line chart as inline SVG: a titled box over a time window, the series as a
-//! polyline scaled to its largest value (written at the top left), "−15 min" and "now"
+//! polyline scaled to its largest value (written at the top left) with a dot on the newest
+//! point, the window's start ("−15 min", or less while the history is younger) and "now"
 //! under the axis. No script; the page embeds it as is.
 
 use std::fmt::Write as _;
@@ -59,10 +60,23 @@ pub fn line_chart(
             line = coords.join(" "),
         );
     }
+    if let Some(last) = points.last() {
+        let (x, y) = xy(*last);
+        let _ = write!(
+            out,
+            r##"<circle cx="{x:.1}" cy="{y:.1}" r="2.5" fill="#1b64d4"/>"##
+        );
+    }
     let axis = H - PAD_BOTTOM;
+    let mins = span / 60.0;
+    let start = if mins >= 1.0 {
+        format!("−{mins:.0} min")
+    } else {
+        format!("−{span:.0} s")
+    };
     let _ = write!(
         out,
-        r##"<line x1="4" y1="{axis}" x2="{x2}" y2="{axis}" stroke="#8a94a6"/><text x="4" y="{ty}" font-size="9" fill="#5a6478">−15 min</text><text x="{nx}" y="{ty}" font-size="9" fill="#5a6478">now</text></svg>"##,
+        r##"<line x1="4" y1="{axis}" x2="{x2}" y2="{axis}" stroke="#8a94a6"/><text x="4" y="{ty}" font-size="9" fill="#5a6478">{start}</text><text x="{nx}" y="{ty}" font-size="9" fill="#5a6478">now</text></svg>"##,
         x2 = W - 4.0,
         ty = H - 3.0,
         nx = W - 24.0,

@@ -32,7 +32,15 @@ pub fn bearer(headers: &HeaderMap) -> Option<String> {
 /// Lets an admin (or anyone with `--auth none`) through: Unauthenticated without a valid
 /// token, PermissionDenied for a non-admin one.
 pub fn check(auth: &Authenticator, headers: &HeaderMap) -> Result<()> {
-    let caller = auth.verify_bearer(bearer(headers).as_deref())?;
+    let token = bearer(headers);
+    let caller = auth
+        .verify_bearer(token.as_deref())
+        .map_err(|e| match (&token, e) {
+            (None, ServerError::Unauthenticated(_)) => ServerError::Unauthenticated(
+                "log in with an admin principal's client id and secret".into(),
+            ),
+            (_, e) => e,
+        })?;
     if caller.is_admin() {
         Ok(())
     } else {
