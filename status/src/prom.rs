@@ -174,9 +174,80 @@ fn parse_value(v: &str) -> Option<f64> {
     }
 }
 
+/// Writes samples as Prometheus text (label values escaped), one line each.
+pub fn to_text(samples: &[Sample]) -> String {
+    let mut out = String::new();
+    for s in samples {
+        out.push_str(&s.name);
+        if !s.labels.is_empty() {
+            let labels: Vec<String> = s
+                .labels
+                .iter()
+                .map(|(k, v)| {
+                    let v = v
+                        .replace('\\', "\\\\")
+                        .replace('"', "\\\"")
+                        .replace('\n', "\\n");
+                    format!("{k}=\"{v}\"")
+                })
+                .collect();
+            out.push('{');
+            out.push_str(&labels.join(","));
+            out.push('}');
+        }
+        let value = match s.value {
+            v if v.is_nan() => "NaN".to_string(),
+            v if v == f64::INFINITY => "+Inf".to_string(),
+            v if v == f64::NEG_INFINITY => "-Inf".to_string(),
+            v => format!("{v}"),
+        };
+        out.push(' ');
+        out.push_str(&value);
+        out.push('\n');
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    fn sample() -> impl Strategy<Value = Sample> {
+        (
+            "[a-z_:][a-z0-9_:]{0,12}",
+            proptest::collection::vec(("[a-z_][a-z0-9_]{0,6}", "\\PC{0,12}"), 0..4),
+            prop_oneof![any::<f64>(), Just(f64::INFINITY), Just(f64::NEG_INFINITY)],
+        )
+            .prop_map(|(name, labels, value)| Sample {
+                name,
+                labels,
+                value,
+            })
+    }
+
+    proptest! {
+        /// Any samples written as text read back as the same samples (NaN as NaN).
+        #[test]
+        fn samples_survive_a_round_trip_through_text(samples in proptest::collection::vec(sample(), 0..8)) {
+            let back = Samples::parse(&to_text(&samples)).expect("parse");
+            prop_assert_eq!(back.0.len(), samples.len());
+            for (a, b) in back.0.iter().zip(&samples) {
+                prop_assert_eq!(&a.name, &b.name);
+                prop_assert_eq!(&a.labels, &b.labels);
+                prop_assert!(a.value == b.value || (a.value.is_nan() && b.value.is_nan()));
+            }
+        }
+
+        /// Arbitrary text is read or refused with a line number, never a panic.
+        #[test]
+        fn any_text_is_read_or_refused(text in "\\PC{0,200}") {
+            match Samples::parse(&text) {
+                Ok(_) => {}
+                Err(StatusError::BadLine { line, .. }) => prop_assert!(line >= 1),
+            }
+        }
+    }
 
     #[test]
     fn samples_labels_and_escapes_are_read() {

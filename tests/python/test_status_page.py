@@ -193,6 +193,13 @@ def test_the_page_refuses_callers_who_are_not_admins(server):
     created = requests.post(url + "/api/sluice/v1/principals", json={"name": "viewer"},
                             headers={"Authorization": "Bearer " + token}, timeout=10).json()
     create_table(server, "main.ops.viewable", [("id", "bigint", "LONG", False)])
+    # REST inserts count as records in too.
+    inserted = requests.post(url + "/zerobus/v1/tables/main.ops.viewable/insert", json=[{"id": 1}, {"id": 2}],
+                             headers={"Authorization": "Bearer " + token}, timeout=10)
+    assert inserted.status_code == 200, inserted.text
+    shown = figures(requests.get(url + "/", headers={"Authorization": "Bearer " + token}, timeout=10).text)
+    assert shown.values["table-main.ops.viewable-records"] == 2 == \
+        metrics(url)['sluice_table_records_total{table="main.ops.viewable"}']
     details = json.dumps([{"type": "unity_catalog_privileges", "privileges": ["SELECT"],
                            "object_type": "TABLE", "object_full_path": "main.ops.viewable"}])
     requests.patch(url + "/api/2.1/unity-catalog/permissions/table/main.ops.viewable",
