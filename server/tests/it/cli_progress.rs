@@ -1,11 +1,12 @@
 //! The CLI's long operations end with a summary line on stderr (stdout keeps the JSON
 //! report) and, without a terminal, show plain progress lines while they run:
 //! `sluice table optimize` says how many small files it rewrote into how many (the same
-//! numbers as its report), `sluice table vacuum` how many removed files it deleted. The
+//! numbers as its report), `sluice table vacuum` how many removed files it deleted. On a
+//! terminal (a pty from util-linux `script`) the progress line is redrawn in place. The
 //! `pod drain` summary is checked by every cluster test that drains a pod
 //! (`cluster_harness::drain_pod`).
 
-use crate::harness::{push_ids_and_close, Server};
+use crate::harness::{push_ids_and_close, Server, CLIENT_ID, CLIENT_SECRET};
 
 /// The last line of `lines` starting with `prefix`, with its ` in N.N s` ending checked and
 /// cut off.
@@ -77,6 +78,36 @@ async fn given_small_files_when_optimize_and_vacuum_run_then_each_ends_with_a_su
     assert_eq!(
         summary(&lines, "vacuumed "),
         format!("vacuumed {table}: {removed} removed data files deleted")
+    );
+
+    // On a terminal: the line is redrawn in place (erase-line), then the summary.
+    let command = format!("{} table optimize {table}", env!("CARGO_BIN_EXE_sluice"));
+    let out = std::process::Command::new("script")
+        .args(["-qefc", &command, "/dev/null"])
+        .env("SLUICE_SERVER", &server.url)
+        .env("SLUICE_CLIENT_ID", CLIENT_ID)
+        .env("SLUICE_CLIENT_SECRET", CLIENT_SECRET)
+        .output()
+        .expect("util-linux `script` runs the CLI on a pty");
+    let tty = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{tty}");
+    assert!(
+        tty.contains(&format!(
+            "\r\x1b[2K| optimizing {table}: compacting small files on the pod ("
+        )) || tty.contains(&format!(
+            "\r\x1b[2K/ optimizing {table}: compacting small files on the pod ("
+        )),
+        "{tty:?}"
+    );
+    assert!(
+        !tty.contains("… optimizing"),
+        "no plain lines on a terminal: {tty:?}"
+    );
+    assert!(
+        tty.contains(&format!(
+            "\r\x1b[2Koptimized {table}: nothing to compact (fewer than 2 small files); "
+        )),
+        "{tty:?}"
     );
 }
 
