@@ -27,6 +27,12 @@ command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
 ldconfig -p 2>/dev/null | grep 'libfuse\.so\.2 ' >/dev/null || missing+=(libfuse2)
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+# kubectl renders the kustomizations in tests/python/test_deploy.py; Debian does not package
+# it (Google's or Kubernetes' apt repository does): installed when an apt source offers it,
+# otherwise that test fails naming it.
+if ! command -v kubectl >/dev/null 2>&1 && apt-cache show kubectl >/dev/null 2>&1; then
+  missing+=(kubectl)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" = 0 ] || sudo=sudo
