@@ -1,5 +1,6 @@
 //! The HTTP side of the pod's one port: the Unity-Catalog-shaped tables API,
-//! the OAuth token endpoint, REST insert, OTLP/HTTP, health and Prometheus metrics. Every
+//! the OAuth token endpoint, REST insert, OTLP/HTTP, health, Prometheus metrics and the
+//! status page (`GET /`, its login form and access check: `status`). Every
 //! catalog and admin route sits behind [`authenticated::require_token`]; REST
 //! insert checks its token itself (its refusals are Zerobus-shaped). What is
 //! not served answers 404 or 405 ([`front_door`]).
