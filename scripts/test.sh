@@ -5,7 +5,8 @@
 #     (etcdctl, which the etcd-auth tests use to create users and enable auth) and libfuse2
 #     (the FUSE library fusepy drives: tests/fuse/faulty_fs.py, the WAL's fdatasync-error
 #     test; as root it mounts without fusermount) and prometheus (its `promtool check rules`
-#     checks deploy/prometheus/alerts.yaml in tests/python/test_dashboards.py);
+#     checks deploy/prometheus/alerts.yaml in tests/python/test_dashboards.py) and chromium
+#     (the headless browser tests/python/test_status_page.py loads the status page in);
 #   - a Python virtualenv (.venv) with the official Python Zerobus SDK,
 #     deltalake, polars, pytest, moto's S3 server and fusepy (tests/python/requirements.txt);
 #     the Rust integration tests start their own `moto_server` processes from it
@@ -25,6 +26,13 @@ command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
 ldconfig -p 2>/dev/null | grep 'libfuse\.so\.2 ' >/dev/null || missing+=(libfuse2)
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+# kubectl renders the kustomizations in tests/python/test_deploy.py; Debian does not package
+# it (Google's or Kubernetes' apt repository does): installed when an apt source offers it,
+# otherwise that test fails naming it.
+if ! command -v kubectl >/dev/null 2>&1 && apt-cache show kubectl >/dev/null 2>&1; then
+  missing+=(kubectl)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" = 0 ] || sudo=sudo
@@ -53,7 +61,7 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo clippy -p sluice-bench --all-targets --locked --features e2e,decoders,sinkbench,walbench,formatbench,otlpbench -- -D warnings
 
 # No import cycles between the modules of any crate (exit 1 and the cycle on one).
-for crate in proto zeroparser wal router server sdk bench; do
+for crate in proto zeroparser wal status router server sdk bench; do
   python3 scripts/module-cycles.py "$crate/src" >/dev/null || python3 scripts/module-cycles.py "$crate/src"
 done
 scripts/check-no-protoc.sh

@@ -7,7 +7,8 @@
 //!   (power of two choices; round robin and random for comparison);
 //! - [`proxy`]: `sluice router`, the HTTP/2 pass-through that places each new
 //!   `EphemeralStream` on a pod and relays its frames both ways without decoding records;
-//!   [`ops`] is what the router answers itself (`/healthz`, `/readyz`, `/metrics`).
+//!   [`ops`] is what the router answers itself (`/healthz`, `/readyz`, `/metrics`), and
+//!   [`status_page`] its status page of the whole cluster (`GET /`).
 //!
 //! Underneath [`meta`], [`etcd`] is Sluice's own small etcd v3 client (KV, watch, lease)
 //! over the etcd code that `sluice-proto` generates with its vendored protoc.
@@ -23,6 +24,7 @@ pub mod placement;
 pub mod pod_record;
 pub mod proxy;
 pub mod registration;
+pub mod status_page;
 
 pub use error::{Result, RouterError};
 pub use meta::Meta;

@@ -28,6 +28,9 @@ pub struct Load {
     pub memtable_bytes: u64,
 }
 
+/// A pod whose last report is older than this is not placed on (and shows as stale).
+pub const STALE_AFTER_MS: i64 = 3_000;
+
 /// One registered pod.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PodRecord {

@@ -11,7 +11,8 @@
 //!
 //! Calls to the internal pod-to-pod services (`/sluice.cluster.v1.*`) are never relayed:
 //! gRPC UNIMPLEMENTED, HTTP 404. Plain `GET /healthz`, `/readyz` and `/metrics` are the
-//! router's own ([`crate::ops`]), not a pod's.
+//! router's own ([`crate::ops`]), not a pod's, and so is `GET /`, the cluster's status page
+//! ([`crate::status_page`]).
 //!
 //! Membership comes from the meta store every [`REFRESH_INTERVAL`]; pods that are draining,
 //! whose report is older than [`STALE_AFTER_MS`], or that refused a connection in the last
@@ -52,8 +53,7 @@ use crate::pod_record::{now_ms, PodRecord};
 pub const INTERNAL_PREFIX: &str = "/sluice.cluster.v1.";
 /// How often the router reloads the pod list.
 pub const REFRESH_INTERVAL: Duration = Duration::from_millis(250);
-/// A pod whose last report is older than this is not placed on.
-pub const STALE_AFTER_MS: i64 = 3_000;
+pub use crate::pod_record::STALE_AFTER_MS;
 /// How long a pod that refused a connection is skipped.
 pub const SUSPECT_FOR: Duration = Duration::from_secs(2);
 /// HTTP/2 windows of the router's connections (both sides): large enough that one stream's
@@ -76,6 +76,7 @@ pub struct Router {
     /// The outcome of the reads of the pod list (`/healthz`).
     pub meta_health: MetaHealth,
     render_metrics: RenderMetrics,
+    status: crate::status_page::ClusterStatus,
 }
 
 #[derive(Default)]
@@ -110,6 +111,7 @@ impl Router {
             h1,
             meta_health: MetaHealth::default(),
             render_metrics,
+            status: crate::status_page::ClusterStatus::default(),
         })
     }
 
@@ -182,6 +184,9 @@ impl Router {
             return refused(grpc);
         }
         if !grpc && req.method() == hyper::Method::GET {
+            if req.uri().path() == "/" {
+                return crate::status_page::ClusterStatus::page(&*self, req.headers()).await;
+            }
             if let Some(resp) = self.own(req.uri().path()) {
                 return resp;
             }
@@ -247,6 +252,24 @@ impl Router {
             }
             _ => None,
         }
+    }
+}
+
+impl crate::status_page::ClusterView for Router {
+    fn pods(&self) -> Vec<PodRecord> {
+        self.view().pods.clone()
+    }
+
+    fn placeable(&self) -> Vec<PodRecord> {
+        Router::placeable(self)
+    }
+
+    fn http_client(&self) -> &Client<HttpConnector, ProxyBody> {
+        &self.h1
+    }
+
+    fn status(&self) -> &crate::status_page::ClusterStatus {
+        &self.status
     }
 }
 
@@ -325,6 +348,9 @@ pub async fn run(
     router.update(meta.pods().await?);
     router.meta_health.record(Ok(()));
     let membership = tokio::spawn(follow_membership(router.clone(), meta));
+    let sampler = tokio::spawn(crate::status_page::ClusterStatus::run_sampler(
+        router.clone(),
+    ));
     let addr: Option<SocketAddr> = listener.local_addr().ok();
     tracing::info!(?addr, ?policy, "sluice router is serving");
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
@@ -366,6 +392,7 @@ pub async fn run(
         });
     }
     membership.abort();
+    sampler.abort();
     Ok(())
 }
 

@@ -34,6 +34,7 @@ pub mod pstreams;
 pub mod rest;
 pub mod server;
 pub mod sink;
+pub mod status;
 pub mod tables;
 pub mod warehouse;
 

@@ -60,9 +60,11 @@ pub async fn run(
     if pod.config.cluster.is_some() {
         routes = routes.add_service(PersistentStreamsService::new(pod.clone()));
     }
+    let status = crate::status::StatusService::new(pod.clone());
+    tokio::spawn(status.clone().run_sampler());
     let app = crate::http::front_door::front_door(
         routes.into_axum_router(),
-        crate::http::router(pod.clone(), otlp),
+        crate::http::router(pod.clone(), otlp, status),
     );
     let tls = options.tls.is_some();
     tracing::info!(%addr, tls, warehouse = %pod.warehouse.root(), "sluice is serving gRPC and HTTP");

@@ -4,7 +4,9 @@ bundled in the `kubernetes-validate` package (strict: unknown fields fail), plus
 properties the cluster design relies on (per-pod WAL volume, preStop drain inside the grace
 period, HPA on CPU and on the pods' load score), and the Dockerfile's stages and toolchain
 (no older than the minimum Rust version the locked dependencies declare, read from
-`cargo metadata`).
+`cargo metadata`), its non-root user and its HEALTHCHECK (run against a real pod).
+`kubectl kustomize` (kubectl must be installed) renders the base, which must equal this
+file's renderer, and deploy/overlays/production (3-member etcd, ServiceMonitors).
 """
 
 import json
@@ -276,3 +278,134 @@ def test_prometheus_adapter_serves_the_hpa_its_pods_metric():
     assert rule["resources"]["overrides"] == {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}
     for marker in ("<<.Series>>", "<<.LabelMatchers>>", "<<.GroupBy>>"):
         assert marker in rule["metricsQuery"]
+
+
+def kubectl_kustomize(path):
+    """The objects `kubectl kustomize PATH` prints (kubectl must be on PATH)."""
+    import shutil
+    kubectl = shutil.which("kubectl")
+    assert kubectl is not None, "kubectl not installed (it renders the kustomizations)"
+    out = subprocess.run([kubectl, "kustomize", str(path)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+def key(obj):
+    return obj["kind"], obj["metadata"]["name"]
+
+
+def test_kubectl_kustomize_renders_the_base_as_the_offline_renderer_does():
+    rendered = sorted(kubectl_kustomize(K8S), key=key)
+    assert rendered == sorted(OBJECTS, key=key)
+
+
+PRODUCTION = kubectl_kustomize(ROOT / "deploy" / "overlays" / "production") if __import__("shutil").which("kubectl") else []
+OPERATOR_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor")}
+
+
+def test_the_production_overlay_validates_and_adds_etcd_members_and_service_monitors():
+    assert PRODUCTION, "kubectl not installed (it renders the kustomizations)"
+    base = {key(o) for o in OBJECTS}
+    added = {key(o) for o in PRODUCTION} - base
+    assert added == {("PodDisruptionBudget", "etcd"), ("ServiceMonitor", "sluice-pods"),
+                     ("ServiceMonitor", "sluice-router")}, added
+    for obj in PRODUCTION:
+        assert obj["kind"] == "Namespace" or obj["metadata"]["namespace"] == "sluice", key(obj)
+        if (obj["apiVersion"], obj["kind"]) not in OPERATOR_KINDS:
+            kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+    objects = {key(o): o for o in PRODUCTION}
+    # etcd: three members, each named and addressed by its pod name, all in the initial cluster.
+    etcd = objects[("StatefulSet", "etcd")]
+    replicas = etcd["spec"]["replicas"]
+    assert replicas == 3
+    container = etcd["spec"]["template"]["spec"]["containers"][0]
+    flags = dict(a.split("=", 1) for a in container["command"][1:] if "=" in a)
+    members = dict(m.split("=", 1) for m in flags["--initial-cluster"].split(","))
+    service = etcd["spec"]["serviceName"]
+    assert members == {f"etcd-{i}": f"http://etcd-{i}.{service}:2380" for i in range(replicas)}
+    assert flags["--name"] == "$(POD_NAME)" and flags["--initial-cluster-state"] == "new"
+    assert {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}} in container["env"]
+    assert flags["--advertise-client-urls"] == f"https://$(POD_NAME).{service}:2379"
+    assert "--client-cert-auth" in container["command"], "the base's TLS flags are kept"
+    join = objects[("ConfigMap", "sluice")]["data"]["SLUICE_JOIN"]
+    assert join == "etcds://" + ",".join(f"etcd-{i}.{service}:2379" for i in range(replicas))
+    pdb = objects[("PodDisruptionBudget", "etcd")]["spec"]
+    assert pdb["maxUnavailable"] == 1 and pdb["selector"]["matchLabels"] == etcd["spec"]["selector"]["matchLabels"]
+    # Each ServiceMonitor selects one Service, by a named port it has, whose pods serve /metrics.
+    services = [o for o in PRODUCTION if o["kind"] == "Service"]
+    workloads = {"sluice-pods": ("StatefulSet", "sluice"), "sluice-router": ("Deployment", "sluice-router")}
+    for name, workload in workloads.items():
+        monitor = objects[("ServiceMonitor", name)]["spec"]
+        selected = [s for s in services
+                    if monitor["selector"]["matchLabels"].items() <= s["metadata"].get("labels", {}).items()]
+        assert len(selected) == 1, (name, [s["metadata"]["name"] for s in selected])
+        svc = selected[0]["spec"]
+        pods = objects[workload]["spec"]["template"]["metadata"]["labels"]
+        assert svc["selector"].items() <= pods.items()
+        for endpoint in monitor["endpoints"]:
+            assert endpoint["path"] == "/metrics"
+            port = next(p for p in svc["ports"] if p["name"] == endpoint["port"])
+            target = port.get("targetPort", port["port"])
+            ports = objects[workload]["spec"]["template"]["spec"]["containers"][0]["ports"]
+            assert any(p["containerPort"] == target for p in ports), (name, target)
+
+
+def test_every_container_requests_cpu_and_memory():
+    for obj in OBJECTS + PRODUCTION:
+        spec = obj.get("spec", {}).get("template", {}).get("spec", {})
+        for container in spec.get("containers", []):
+            requests = container.get("resources", {}).get("requests", {})
+            assert {"cpu", "memory"} <= set(requests), f"{key(obj)}/{container['name']}: {requests}"
+
+
+def test_the_runtime_image_runs_as_the_manifests_non_root_user():
+    text, _ = dockerfile_stages()
+    runtime = text.split("FROM debian", 1)[1]
+    user = re.search(r"^USER\s+(\d+)\s*$", runtime, re.MULTILINE)
+    assert user and int(user.group(1)) != 0
+    assert f"--uid {user.group(1)}" in runtime
+    for kind, name in [("StatefulSet", "sluice"), ("Deployment", "sluice-router")]:
+        context = by_kind(kind, name)["spec"]["template"]["spec"]["securityContext"]
+        assert context["runAsUser"] == int(user.group(1))
+
+
+def healthcheck_command():
+    """The Dockerfile's HEALTHCHECK CMD (exec form) and its environment defaults."""
+    text, _ = dockerfile_stages()
+    joined = text.replace("\\\n", " ")
+    cmd = re.search(r"^HEALTHCHECK\s.*?CMD\s+(\[.*\])\s*$", joined, re.MULTILINE)
+    assert cmd, "no HEALTHCHECK in the exec form"
+    env = dict(re.findall(r"^ENV\s+([A-Z_]+)=(\S+)", text, re.MULTILINE))
+    return json.loads(cmd.group(1)), env
+
+
+def test_the_docker_healthcheck_passes_on_a_healthy_pod_and_fails_otherwise(server):
+    import http.server
+    import os
+    import threading
+    command, env = healthcheck_command()
+    assert env["SLUICE_HEALTH_PORT"] == "50051"
+
+    def check(port):
+        return subprocess.run(command, env={**os.environ, "SLUICE_HEALTH_PORT": str(port)},
+                              capture_output=True, timeout=10).returncode
+
+    assert check(server.port) == 0
+
+    class Unhealthy(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(503)
+            self.end_headers()
+            self.wfile.write(b'{"status":"unhealthy"}')
+
+        def log_message(self, *args):
+            pass
+
+    sick = http.server.HTTPServer(("127.0.0.1", 0), Unhealthy)
+    threading.Thread(target=sick.serve_forever, daemon=True).start()
+    try:
+        assert check(sick.server_address[1]) != 0, "a 503 /healthz must fail the check"
+    finally:
+        sick.shutdown()
+    server.stop()
+    assert check(server.port) != 0, "a pod that does not answer must fail the check"

@@ -3,7 +3,7 @@
 //! `router` a router; `table`, `principal`, `grant`/`revoke` and `keys` are
 //! HTTP clients of a running pod ([`client`]); `doctor` checks this machine;
 //! `pod` and `cluster` talk to the meta store, `cluster up` starts a local
-//! cluster ([`cluster_up`]).
+//! cluster ([`cluster_up`]); long operations show [`progress`] on stderr.
 
 mod client;
 mod cluster;
@@ -12,6 +12,7 @@ mod doctor;
 mod keys;
 mod pod;
 mod principal;
+mod progress;
 mod router;
 mod serve;
 mod table;

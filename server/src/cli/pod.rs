@@ -69,44 +69,79 @@ pub async fn run(command: PodCommand) -> anyhow::Result<()> {
         }
     };
     let wait = (!no_wait).then_some(timeout);
-    let left = drain(&join, &etcd, &pod, wait).await?;
+    let mut progress = super::progress::Progress::start();
+    let outcome = drain(&join, &etcd, &pod, wait, &mut progress).await?;
     if no_wait {
         println!("drain of {pod} requested");
-    } else if left {
+    } else if outcome.left {
+        progress.finish(&format!(
+            "drained {pod}: it left the cluster ({} streams and {} of memtables when asked)",
+            outcome.streams_at_request,
+            super::progress::mb(outcome.memtable_at_request as f64)
+        ));
         println!("{pod} drained and left the cluster");
     } else {
+        progress.finish(&format!(
+            "drain of {pod}: still registered after the timeout"
+        ));
         anyhow::bail!("{pod} is still registered after {timeout:?}");
     }
     Ok(())
 }
 
-/// Asks pod `id` to drain; with `wait`, returns once it has left (or after `timeout`).
+/// What a drain saw.
+pub struct DrainOutcome {
+    /// Whether the pod left the cluster within the timeout.
+    pub left: bool,
+    /// Streams open on it when the drain was requested.
+    pub streams_at_request: u64,
+    /// Its memtable bytes then.
+    pub memtable_at_request: u64,
+}
+
+/// Asks pod `id` to drain; with `wait`, returns once it has left (or after `timeout`),
+/// showing its streams and memtables from its load reports meanwhile.
 pub async fn drain(
     join: &str,
     etcd: &EtcdAccess,
     id: &str,
     wait: Option<Duration>,
-) -> Result<bool> {
+    progress: &mut super::progress::Progress,
+) -> Result<DrainOutcome> {
     let meta = connect_meta(join, etcd).await?;
     let by = super::operator(etcd.etcd_user.as_deref());
+    let before = meta.pods().await.map_err(meta_error)?;
+    let load = before
+        .iter()
+        .find(|p| p.id == id)
+        .map(|p| p.load)
+        .unwrap_or_default();
     meta.request_drain(id, &by).await.map_err(meta_error)?;
+    let mut outcome = DrainOutcome {
+        left: false,
+        streams_at_request: load.open_streams,
+        memtable_at_request: load.memtable_bytes,
+    };
     let Some(timeout) = wait else {
-        return Ok(false);
+        return Ok(outcome);
     };
     let deadline = tokio::time::Instant::now() + timeout;
     while tokio::time::Instant::now() < deadline {
-        if !meta
-            .pods()
-            .await
-            .map_err(meta_error)?
-            .iter()
-            .any(|p| p.id == id)
-        {
-            return Ok(true);
-        }
+        let pods = meta.pods().await.map_err(meta_error)?;
+        let Some(pod) = pods.iter().find(|p| p.id == id) else {
+            outcome.left = true;
+            return Ok(outcome);
+        };
+        progress.update(&format!(
+            "draining {id}: {:?}, {} streams open, {} in memtables, {} WAL bytes queued",
+            pod.state,
+            pod.load.open_streams,
+            super::progress::mb(pod.load.memtable_bytes as f64),
+            pod.load.wal_queue_bytes
+        ));
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    Ok(false)
+    Ok(outcome)
 }
 
 /// Clears pod `id`'s ownership of persistent streams and deletes the idempotency-key

@@ -184,11 +184,21 @@ pub async fn run(conn: ConnArgs, command: TableCommand) -> anyhow::Result<()> {
             println!("dropped {name}");
         }
         TableCommand::Optimize { name } => {
-            let report = client.optimize_table(&name).await?;
+            let mut progress = super::progress::Progress::start();
+            let message = format!("optimizing {name}: compacting small files on the pod");
+            let report = progress
+                .during(&message, client.optimize_table(&name))
+                .await?;
+            progress.finish(&super::progress::optimize_summary(&name, &report));
             println!("{}", serde_json::to_string_pretty(&report)?);
         }
         TableCommand::Vacuum { name, retention } => {
-            let report = client.vacuum_table(&name, retention).await?;
+            let mut progress = super::progress::Progress::start();
+            let message = format!("vacuuming {name}: deleting removed files on the pod");
+            let report = progress
+                .during(&message, client.vacuum_table(&name, retention))
+                .await?;
+            progress.finish(&super::progress::vacuum_summary(&name, &report));
             println!("{}", serde_json::to_string_pretty(&report)?);
         }
     }

@@ -70,6 +70,9 @@ pub async fn run_put(
     let stream_id = crate::sink::system_columns::stream_id(stream.key);
     tracing::info!(%stream_id, table = stream.sink.name(), "arrow flight stream opened");
     metrics::gauge!("sluice_streams_open").increment(1.0);
+    let table_streams =
+        metrics::gauge!("sluice_table_streams_open", "table" => stream.sink.name().to_string());
+    table_streams.increment(1.0);
     let end = match acks.send(ready()).await {
         Ok(()) => serve(&pod, &mut stream, &mut inbound, &mut acks, &slot).await,
         Err(end) => end,
@@ -78,6 +81,7 @@ pub async fn run_put(
     pod.streams.closed(stream.key);
     tracing::info!(%stream_id, "arrow flight stream ended");
     metrics::gauge!("sluice_streams_open").decrement(1.0);
+    table_streams.decrement(1.0);
 }
 
 /// Checks the caller, the table and the stream's schema; logs the stream-open frame.

@@ -1,5 +1,6 @@
 //! The HTTP side of the pod's one port: the Unity-Catalog-shaped tables API,
-//! the OAuth token endpoint, REST insert, OTLP/HTTP, health and Prometheus metrics. Every
+//! the OAuth token endpoint, REST insert, OTLP/HTTP, health, Prometheus metrics and the
+//! status page (`GET /`, its login form and access check: `status`). Every
 //! catalog and admin route sits behind [`authenticated::require_token`]; REST
 //! insert checks its token itself (its refusals are Zerobus-shaped). What is
 //! not served answers 404 or 405 ([`front_door`]).
@@ -11,6 +12,7 @@ mod health;
 mod insert;
 mod otlp;
 mod principals;
+mod status;
 mod tables;
 mod uc;
 mod upkeep;
@@ -29,8 +31,13 @@ use axum::Router;
 
 use crate::pod::Pod;
 
-/// The HTTP routes of a pod (`otlp`: its OTLP side, shared with the gRPC services).
-pub fn router(pod: Arc<Pod>, otlp: Arc<crate::otlp::OtlpIngest>) -> Router {
+/// The HTTP routes of a pod (`otlp`: its OTLP side, shared with the gRPC services;
+/// `status`: the status page's service, whose sampler the caller runs).
+pub fn router(
+    pod: Arc<Pod>,
+    otlp: Arc<crate::otlp::OtlpIngest>,
+    status: Arc<crate::status::StatusService>,
+) -> Router {
     let token = Router::new()
         .route("/oidc/v1/token", post(crate::auth::token_endpoint))
         .with_state(pod.auth.clone());
@@ -43,6 +50,11 @@ pub fn router(pod: Arc<Pod>, otlp: Arc<crate::otlp::OtlpIngest>) -> Router {
         .route("/v1/logs", post(otlp::logs))
         .route("/v1/metrics", post(otlp::metrics))
         .with_state((pod.clone(), otlp));
+    let status = Router::new()
+        .route("/", get(status::page))
+        .route(sluice_status::page::LOGIN_PATH, post(status::login))
+        .route(status::ACCESS_PATH, get(status::access))
+        .with_state((pod.clone(), status));
     let public = Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(readyz))
@@ -58,6 +70,7 @@ pub fn router(pod: Arc<Pod>, otlp: Arc<crate::otlp::OtlpIngest>) -> Router {
         .merge(insert)
         .merge(otlp)
         .merge(token)
+        .merge(status)
 }
 
 /// `(method, path)` of every catalog and admin route: each answers 401 to a request
@@ -128,11 +141,7 @@ async fn readyz(State(pod): State<Arc<Pod>>) -> impl IntoResponse {
 }
 
 async fn metrics_text(State(pod): State<Arc<Pod>>) -> impl IntoResponse {
-    pod.health(); // sets sluice_healthy and sluice_warehouse_unreachable_seconds
-    crate::health::disk::publish(&pod.config.data_dir.join(crate::data_dir::WAL_DIR));
-    metrics::gauge!("sluice_ready").set(if pod.is_shutting_down() { 0.0 } else { 1.0 });
-    metrics::gauge!("sluice_wal_durable_lsn").set(pod.wal.durable_lsn() as f64);
-    crate::sink::publish_table_gauges(&pod.sinks);
+    crate::status::publish_gauges(&pod);
     (
         [(
             axum::http::header::CONTENT_TYPE,

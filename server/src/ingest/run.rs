@@ -64,6 +64,8 @@ pub async fn wait_to_append(
     record_bytes: usize,
 ) {
     metrics::counter!("sluice_ingest_records_total").increment(records as u64);
+    metrics::counter!("sluice_table_records_total", "table" => sink.name().to_string())
+        .increment(records as u64);
     metrics::counter!("sluice_ingest_bytes_total").increment(record_bytes as u64);
     pod.load.record_ingress(record_bytes);
     let memtable_limit = pod

@@ -114,6 +114,9 @@ pub async fn serve_opened(
 ) {
     tracing::info!(stream_id = %opened.stream_id, table = opened.sink.name(), persistent = opened.persistent.is_some(), "stream opened");
     metrics::gauge!("sluice_streams_open").increment(1.0);
+    let table_streams =
+        metrics::gauge!("sluice_table_streams_open", "table" => opened.sink.name().to_string());
+    table_streams.increment(1.0);
     let mut state = StreamState {
         pod,
         acks: Acks::new(tx, pod.wal.subscribe()).for_table(opened.sink.name()),
@@ -126,6 +129,7 @@ pub async fn serve_opened(
     pod.streams.closed(state.opened.key);
     tracing::info!(stream_id = %state.opened.stream_id, "stream ended");
     metrics::gauge!("sluice_streams_open").decrement(1.0);
+    table_streams.decrement(1.0);
 }
 
 struct StreamState<'p> {

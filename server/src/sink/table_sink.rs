@@ -150,10 +150,10 @@ impl TableSink {
         };
         TableSink {
             added: options.added,
+            upkeep: super::upkeep::Upkeep::new(name.clone(), delta.clone()),
             name,
             schema: std::sync::RwLock::new(Arc::new(schema)),
             memtable: Mutex::new(Memtable::default()),
-            upkeep: super::upkeep::Upkeep::new(delta.clone()),
             delta: tokio::sync::Mutex::new(delta),
             wal,
             committed_lsn: AtomicU64::new(committed_lsn),
@@ -544,6 +544,11 @@ impl TableSink {
                 }
                 metrics::counter!("sluice_sink_rows_committed_total").increment(rows as u64);
                 metrics::counter!("sluice_sink_commits_total").increment(1);
+                let table = self.name.clone();
+                metrics::counter!("sluice_table_rows_committed_total", "table" => table.clone())
+                    .increment(rows as u64);
+                metrics::gauge!("sluice_table_last_commit_timestamp_seconds", "table" => table)
+                    .set(sluice_router::pod_record::now_ms() as f64 / 1000.0);
                 metrics::histogram!("sluice_sink_commit_seconds")
                     .record(started.elapsed().as_secs_f64());
                 tracing::info!(table = %self.name, rows, version, last_lsn, "committed");

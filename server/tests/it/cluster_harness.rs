@@ -98,6 +98,16 @@ pub fn drain_pod(join: &str, pod: &mut Server, id: &str) {
         String::from_utf8_lossy(&out.stderr),
         pod.log()
     );
+    // The CLI's summary on stderr (stdout keeps its one-line result).
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let summary = stderr
+        .lines()
+        .find(|l| l.starts_with(&format!("drained {id}: it left the cluster (")))
+        .unwrap_or_else(|| panic!("no drain summary on stderr: {stderr}"));
+    assert!(
+        summary.contains(" streams and ") && summary.ends_with(" s"),
+        "{summary}"
+    );
     assert!(
         pod.wait_exit(Duration::from_secs(30)),
         "drained {id} did not exit cleanly:\n{}",

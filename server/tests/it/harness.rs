@@ -224,6 +224,16 @@ impl Server {
         cli_at(&self.url, args)
     }
 
+    /// Runs a CLI command that must succeed and print JSON: the JSON and its stderr lines.
+    pub fn cli_json(&self, args: &[&str]) -> (serde_json::Value, Vec<String>) {
+        let out = self.cli(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "sluice {args:?}: {stderr}");
+        let json = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("sluice {args:?} printed no JSON ({e}): {stderr}"));
+        (json, stderr.lines().map(str::to_string).collect())
+    }
+
     /// Creates a table through the CLI.
     pub fn create_table(&self, name: &str, columns: &str) {
         self.create_table_with_flags(name, columns, &[]);

@@ -10,6 +10,7 @@ mod auth_gate;
 mod avro;
 mod bad_input;
 mod catalog_etcd;
+mod cli_progress;
 mod cli_tables;
 mod cluster;
 mod cluster_harness;

@@ -58,14 +58,7 @@ async fn given_ingest_on_s3_when_compaction_and_checkpoints_run_beside_it_then_r
         let mut optimized = 0;
         for _ in 0..3 {
             tokio::time::sleep(Duration::from_millis(400)).await;
-            let out = server.cli(&["table", "optimize", table]);
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let report: serde_json::Value =
-                serde_json::from_slice(&out.stdout).expect("optimize report");
+            let (report, _) = server.cli_json(&["table", "optimize", table]);
             optimized += report["compaction"]["files_removed"]
                 .as_u64()
                 .expect("files_removed");
@@ -84,13 +77,7 @@ async fn given_ingest_on_s3_when_compaction_and_checkpoints_run_beside_it_then_r
 
     let appends = server.metric("sluice_sink_commits_total").await;
     let compacted = server.metric("sluice_upkeep_files_compacted_total").await;
-    let out = server.cli(&["table", "vacuum", table, "--retention", "0s"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let vacuum: serde_json::Value = serde_json::from_slice(&out.stdout).expect("vacuum report");
+    let (vacuum, _) = server.cli_json(&["table", "vacuum", table, "--retention", "0s"]);
     server.terminate();
 
     // Read from the checkpoint alone: delete the JSON commits it covers.

@@ -65,6 +65,40 @@ struct SmallFile {
     remove: deltalake::kernel::Remove,
 }
 
+/// A table's live data files as its snapshot lists them.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct FileStats {
+    /// Live data files.
+    pub files: usize,
+    /// Their bytes.
+    pub bytes: i64,
+    /// Those below half the target size (what compaction would rewrite).
+    pub small: usize,
+}
+
+impl FileStats {
+    /// Sets the table's file gauges.
+    pub fn publish(&self, table: &str) {
+        let t = table.to_string();
+        metrics::gauge!("sluice_table_files", "table" => t.clone()).set(self.files as f64);
+        metrics::gauge!("sluice_table_size_bytes", "table" => t.clone()).set(self.bytes as f64);
+        metrics::gauge!("sluice_table_small_files", "table" => t).set(self.small as f64);
+    }
+}
+
+/// The live files of `table`'s loaded snapshot (no I/O).
+pub fn file_stats(table: &DeltaTable) -> Result<FileStats> {
+    let snapshot = table.snapshot()?;
+    let target = snapshot.table_config().target_file_size().get() as i64;
+    let mut stats = FileStats::default();
+    for f in snapshot.log_data().iter() {
+        stats.files += 1;
+        stats.bytes += f.size();
+        stats.small += usize::from(f.size() < target / 2);
+    }
+    Ok(stats)
+}
+
 /// Compacts `table` if it has at least `min_files` small files.
 pub async fn compact(table: &mut DeltaTable, min_files: usize) -> Result<CompactReport> {
     table.update_incremental(None).await?;

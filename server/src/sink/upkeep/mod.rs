@@ -74,13 +74,15 @@ impl State {
 
 /// The upkeep of one table.
 pub struct Upkeep {
+    name: String,
     state: tokio::sync::Mutex<State>,
 }
 
 impl Upkeep {
-    /// Upkeep over its own handle of a table.
-    pub fn new(table: DeltaTable) -> Upkeep {
+    /// Upkeep over its own handle of table `name`.
+    pub fn new(name: String, table: DeltaTable) -> Upkeep {
         Upkeep {
+            name,
             state: tokio::sync::Mutex::new(State {
                 table,
                 last_checkpoint: None,
@@ -113,7 +115,17 @@ impl Upkeep {
                 tracing::info!(files = report.files_deleted, "vacuumed removed files");
             }
         }
+        self.publish(&s.table);
         Ok(())
+    }
+
+    /// Sets the table's file gauges (`sluice_table_files`, `sluice_table_size_bytes`,
+    /// `sluice_table_small_files`) from the handle's snapshot.
+    fn publish(&self, table: &DeltaTable) {
+        match compact::file_stats(table) {
+            Ok(stats) => stats.publish(&self.name),
+            Err(e) => tracing::debug!(table = %self.name, "no file figures: {e}"),
+        }
     }
 
     /// Compacts every bin of two or more small files now.
@@ -123,6 +135,7 @@ impl Upkeep {
         let checkpoint = s
             .checkpoint_and_clean(UpkeepConfig::default().interval)
             .await?;
+        self.publish(&s.table);
         Ok(OptimizeReport {
             compaction,
             checkpoint,
@@ -135,6 +148,7 @@ impl Upkeep {
         let (fresh, report) = vacuum::vacuum(&s.table, retention).await?;
         s.table = fresh;
         s.last_vacuum = Instant::now();
+        self.publish(&s.table);
         Ok(report)
     }
 }
