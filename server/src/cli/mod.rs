@@ -3,7 +3,7 @@
 //! `router` a router; `table`, `principal`, `grant`/`revoke` and `keys` are
 //! HTTP clients of a running pod ([`client`]); `doctor` checks this machine;
 //! `pod` and `cluster` talk to the meta store, `cluster up` starts a local
-//! cluster ([`cluster_up`]).
+//! cluster ([`cluster_up`]); `push` sends a file to a table with `sluice-sdk`.
 
 mod client;
 mod cluster;
@@ -12,6 +12,8 @@ mod doctor;
 mod keys;
 mod pod;
 mod principal;
+mod push;
+mod push_input;
 mod router;
 mod serve;
 mod table;
@@ -78,6 +80,9 @@ pub enum Command {
         #[command(subcommand)]
         command: cluster::ClusterCommand,
     },
+    /// Send a JSON-lines, CSV or Parquet file (or standard input) to a table with
+    /// Sluice's producer SDK; exit 2 names the first bad record.
+    Push(Box<push::PushArgs>),
 }
 
 impl Command {
@@ -94,6 +99,7 @@ impl Command {
             Command::Router(args) => router::run(args).await,
             Command::Pod { command } => pod::run(command).await,
             Command::Cluster { command } => cluster::run(command).await,
+            Command::Push(args) => push::run(*args).await,
         }
     }
 }
