@@ -249,6 +249,30 @@ impl Stream {
             .and_then(|p| p.stream_id.clone())
     }
 
+    /// Bytes waiting in the spool (0 without one).
+    pub fn spool_waiting_bytes(&self) -> u64 {
+        self.shared
+            .lock()
+            .spool
+            .as_ref()
+            .map_or(0, |s| s.waiting_bytes())
+    }
+
+    /// Waits until every record spooled so far is on stable storage (`fdatasync`'d): a
+    /// device about to power off calls it, and its next start sends them.
+    pub async fn spool_sync(&self) -> Result<()> {
+        let pending = self
+            .shared
+            .lock()
+            .spool
+            .as_ref()
+            .map(|s| (s.wal(), s.end_lsn()));
+        if let Some((wal, end)) = pending {
+            wal.wait_durable(end).await?;
+        }
+        Ok(())
+    }
+
     /// The highest offset acked so far.
     pub fn acked_offset(&self) -> i64 {
         self.shared.acks.borrow().acked
