@@ -412,3 +412,49 @@ async fn a_device_restarted_with_spooled_readings_sends_them_once() {
         "each reading exactly once"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graceful_pod_stop_moves_the_stream_on_without_an_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut server = Server::start(dir.path(), "200ms").await;
+    let t = "main.sdk.drain";
+    let location = server.create_table_at(t, COLUMNS).await;
+    let url = server.url.clone();
+    let total = 20_000i64;
+    let producer = tokio::spawn(async move {
+        let stream = client(&url)
+            .stream(t)
+            .json()
+            .max_inflight_records(1_000)
+            .open()
+            .await
+            .expect("open");
+        for id in 0..total {
+            stream
+                .send(note(id))
+                .await
+                .expect("send: no error reaches the caller");
+            if id % 200 == 0 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+        stream
+            .close()
+            .await
+            .expect("close: no error reaches the caller");
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !producer.is_finished(),
+        "the pod stops while the producer sends"
+    );
+    // SIGTERM: the pod acks what it logged, sends CloseStreamSignal, ends with UNAVAILABLE.
+    server.terminate();
+    server.restart().await;
+    tokio::time::timeout(Duration::from_secs(120), producer)
+        .await
+        .expect("producer finished")
+        .expect("producer ok");
+    wait_for_rows(&location, total as usize, Duration::from_secs(30)).await;
+    assert_exactly(&location, 0..total).await;
+}
