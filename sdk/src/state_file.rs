@@ -81,6 +81,16 @@ mod tests {
         assert!(!dir.path().join("stream.json.tmp").exists());
     }
 
+    proptest::proptest! {
+        #[test]
+        fn any_file_content_loads_or_is_refused_without_panicking(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)) {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let path = dir.path().join("s.json");
+            std::fs::write(&path, &bytes).expect("write");
+            let _ = load(&path);
+        }
+    }
+
     #[test]
     fn a_damaged_state_file_is_an_error_naming_it() {
         let dir = tempfile::tempdir().expect("tempdir");

@@ -217,6 +217,23 @@ mod tests {
         assert_eq!(refused_place("table main.a.b not found"), None);
     }
 
+    proptest::proptest! {
+        #[test]
+        fn any_message_is_parsed_without_panicking(message in ".{0,200}") {
+            let _ = refused_place(&message);
+        }
+
+        #[test]
+        fn the_named_place_is_found_behind_any_prefix(
+            prefix in "[a-z ]{0,40}", offset in 0i64..i64::MAX, index in 0usize..100_000,
+        ) {
+            let batch = format!("{prefix}record {index} of the batch at offset {offset}: bad");
+            proptest::prop_assert_eq!(refused_place(&batch), Some((offset, index)));
+            let single = format!("record at offset {offset}: bad");
+            proptest::prop_assert_eq!(refused_place(&single), Some((offset, 0)));
+        }
+    }
+
     #[test]
     fn a_resume_carries_the_stream_id_and_format() {
         let out = opening("main.a.b", &Format::Json, Opening::Resume("id-1".into()));

@@ -278,6 +278,18 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        #[test]
+        fn any_bytes_read_as_records_or_reasons_without_panicking(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..400),
+        ) {
+            let jsonl_items = jsonl(&bytes[..]).count();
+            proptest::prop_assert!(jsonl_items <= bytes.len());
+            let _ = csv_records(std::io::Cursor::new(bytes.clone())).count();
+            let _ = parquet(Box::new(std::io::Cursor::new(bytes)));
+        }
+    }
+
     #[test]
     fn formats_are_guessed_from_extensions() {
         assert_eq!(
