@@ -281,6 +281,8 @@ fn resumed(shared: &Shared, watermark: i64) -> Result<(), Fail> {
         .acks
         .send_modify(|s| s.acked = s.acked.max(watermark));
     shared.room.notify_waiters();
+    drop(st);
+    tell_callback(shared);
     Ok(())
 }
 
@@ -365,7 +367,12 @@ fn on_ack(shared: &Shared, wire: i64) -> Result<(), Fail> {
     let released = st
         .ledger
         .ack_wire(wire, |e| latency.record(e.queued.elapsed().as_secs_f64()));
-    apply_release(shared, &mut st, released)
+    apply_release(shared, &mut st, released)?;
+    drop(st);
+    if released.records > 0 {
+        tell_callback(shared);
+    }
+    Ok(())
 }
 
 fn apply_release(shared: &Shared, st: &mut State, released: Released) -> Result<(), Fail> {
@@ -381,16 +388,18 @@ fn apply_release(shared: &Shared, st: &mut State, released: Released) -> Result<
         p.watermark = p.watermark.max(last);
         save_persist(&shared.table, p, false)?;
     }
-    let mut acked = last;
-    shared.acks.send_modify(|s| {
-        s.acked = s.acked.max(last);
-        acked = s.acked;
-    });
-    if let Some(callback) = &shared.on_ack {
-        callback(acked);
-    }
+    shared.acks.send_modify(|s| s.acked = s.acked.max(last));
     shared.room.notify_waiters();
     Ok(())
+}
+
+/// Tells the ack callback the position, with the stream's lock released (the callback may
+/// call back into the stream).
+fn tell_callback(shared: &Shared) {
+    if let Some(callback) = &shared.on_ack {
+        let acked = shared.acks.borrow().acked;
+        callback(acked);
+    }
 }
 
 /// A status that ended a connection: retried, or the stream's final refusal naming the

@@ -123,7 +123,8 @@ impl StreamBuilder {
         self
     }
 
-    /// Calls `callback` with the highest acked offset after each ack.
+    /// Calls `callback` with the highest acked offset after each ack (from the
+    /// connection task, without the stream's lock held: keep it short).
     pub fn on_ack(mut self, callback: impl Fn(i64) + Send + Sync + 'static) -> Self {
         self.on_ack = Some(Arc::new(callback));
         self

@@ -3,8 +3,10 @@
 //! `router` a router; `table`, `principal`, `grant`/`revoke` and `keys` are
 //! HTTP clients of a running pod ([`client`]); `doctor` checks this machine;
 //! `pod` and `cluster` talk to the meta store, `cluster up` starts a local
-//! cluster ([`cluster_up`]); `push` sends a file to a table with `sluice-sdk`.
+//! cluster ([`cluster_up`]); `push` sends a file to a table and `bench produce` generates load, both with
+//! `sluice-sdk`.
 
+mod bench_produce;
 mod client;
 mod cluster;
 mod cluster_up;
@@ -83,6 +85,11 @@ pub enum Command {
     /// Send a JSON-lines, CSV or Parquet file (or standard input) to a table with
     /// Sluice's producer SDK; exit 2 names the first bad record.
     Push(Box<push::PushArgs>),
+    /// Load generators built on sluice-sdk (`sluice bench produce TABLE`).
+    Bench {
+        #[command(subcommand)]
+        command: bench_produce::BenchCommand,
+    },
 }
 
 impl Command {
@@ -100,6 +107,7 @@ impl Command {
             Command::Pod { command } => pod::run(command).await,
             Command::Cluster { command } => cluster::run(command).await,
             Command::Push(args) => push::run(*args).await,
+            Command::Bench { command } => bench_produce::run(command).await,
         }
     }
 }

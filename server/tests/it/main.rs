@@ -9,6 +9,7 @@ mod auth;
 mod auth_gate;
 mod avro;
 mod bad_input;
+mod bench_produce;
 mod catalog_etcd;
 mod cli_tables;
 mod cluster;
