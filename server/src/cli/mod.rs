@@ -4,7 +4,7 @@
 //! HTTP clients of a running pod ([`client`]); `doctor` checks this machine;
 //! `pod` and `cluster` talk to the meta store, `cluster up` starts a local
 //! cluster ([`cluster_up`]); `push` sends a file to a table and `bench produce` generates load, both with
-//! `sluice-sdk`.
+//! `sluice-sdk`; `tail` prints a table's new rows.
 
 mod bench_produce;
 mod client;
@@ -19,6 +19,7 @@ mod push_input;
 mod router;
 mod serve;
 mod table;
+mod tail;
 mod upkeep;
 
 use clap::Subcommand;
@@ -85,6 +86,8 @@ pub enum Command {
     /// Send a JSON-lines, CSV or Parquet file (or standard input) to a table with
     /// Sluice's producer SDK; exit 2 names the first bad record.
     Push(Box<push::PushArgs>),
+    /// Print a table's rows as JSON lines as they become visible in Delta.
+    Tail(Box<tail::TailArgs>),
     /// Load generators built on sluice-sdk (`sluice bench produce TABLE`).
     Bench {
         #[command(subcommand)]
@@ -108,6 +111,7 @@ impl Command {
             Command::Cluster { command } => cluster::run(command).await,
             Command::Push(args) => push::run(*args).await,
             Command::Bench { command } => bench_produce::run(command).await,
+            Command::Tail(args) => tail::run(*args).await,
         }
     }
 }

@@ -52,6 +52,7 @@ mod secrets;
 mod slo_metrics;
 mod statuses;
 mod system_columns;
+mod tail_cli;
 mod tcp_proxy;
 mod tls;
 mod upkeep;
