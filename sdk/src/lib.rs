@@ -32,6 +32,7 @@
 //! | [`stream`] | the stream builder and handle (`send`, `flush`, `close`) |
 //! | `shared` | the state the handle and the connection task share |
 //! | `driver` | the connection task: open/resume, send, acks, reconnect |
+//! | [`pool`] | one table over N streams |
 //! | [`ledger`] | the in-flight ring and cumulative acks |
 //! | [`acks`] | ack futures |
 //! | [`spool`] | the offline spool over the `wal` crate |
@@ -47,6 +48,7 @@ mod driver;
 mod error;
 pub mod ledger;
 pub mod metrics;
+pub mod pool;
 mod shared;
 pub mod spool;
 pub mod state_file;
@@ -57,6 +59,7 @@ mod wire;
 pub use acks::AckFuture;
 pub use client::{Client, ClientBuilder};
 pub use error::{Result, SdkError};
+pub use pool::{PoolAck, StreamPool};
 pub use spool::{SpoolOptions, WhenFull};
 pub use stream::{Stream, StreamBuilder};
 pub use tonic::Code;

@@ -38,6 +38,7 @@ impl Client {
 }
 
 /// Configures and opens a stream (from [`Client::stream`]).
+#[derive(Clone)]
 pub struct StreamBuilder {
     client: Client,
     table: String,
@@ -127,6 +128,20 @@ impl StreamBuilder {
     /// connection task, without the stream's lock held: keep it short).
     pub fn on_ack(mut self, callback: impl Fn(i64) + Send + Sync + 'static) -> Self {
         self.on_ack = Some(Arc::new(callback));
+        self
+    }
+
+    /// The same stream with `suffix` added to its state file and spool directory (so each
+    /// stream of a pool keeps its own).
+    pub(crate) fn suffixed(mut self, suffix: &str) -> Self {
+        if let Some(p) = self.persistent.take() {
+            let mut name = p.into_os_string();
+            name.push(suffix);
+            self.persistent = Some(PathBuf::from(name));
+        }
+        if let Some(spool) = self.spool.as_mut() {
+            spool.dir = spool.dir.join(suffix.trim_start_matches('.'));
+        }
         self
     }
 

@@ -546,3 +546,30 @@ async fn sdk_protobuf_records_are_read_back_exactly() {
     wait_for_rows(&location, 3000, Duration::from_secs(30)).await;
     assert_exactly(&location, 0..3000).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_pool_spreads_records_over_its_streams_and_each_lands_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path(), "200ms").await;
+    let t = "main.sdk.pool";
+    let location = server.create_table_at(t, COLUMNS).await;
+    let pool = client(&server.url)
+        .stream(t)
+        .json()
+        .open_pool(4)
+        .await
+        .expect("open pool");
+    let mut per_stream = [0usize; 4];
+    let mut acks = Vec::new();
+    for id in 0..8_000 {
+        let sent = pool.send(note(id)).await.expect("send");
+        per_stream[sent.stream] += 1;
+        acks.push(sent.ack);
+    }
+    assert_eq!(per_stream, [2_000; 4], "round-robin over 4 streams");
+    pool.flush().await.expect("flush");
+    assert!(acks.iter().all(|a| a.is_acked()), "every record acked");
+    pool.close().await.expect("close");
+    wait_for_rows(&location, 8_000, Duration::from_secs(30)).await;
+    assert_exactly(&location, 0..8_000).await;
+}
