@@ -456,3 +456,84 @@ impl Drop for Stream {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client() -> Client {
+        // Nothing listens there: these refusals come before any connection.
+        Client::builder("http://127.0.0.1:9")
+            .build()
+            .expect("client")
+    }
+
+    #[tokio::test]
+    async fn a_persistent_stream_refuses_a_dropping_spool() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let spool = SpoolOptions::new(dir.path().join("spool")).when_full(WhenFull::DropOldest);
+        let err = client()
+            .stream("main.a.b")
+            .persistent(dir.path().join("s.json"))
+            .spool(spool)
+            .open()
+            .await
+            .err()
+            .expect("refused");
+        assert!(
+            matches!(&err, SdkError::Config(m) if m.contains("gaps")),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_state_file_of_another_table_is_refused_naming_both() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("s.json");
+        state_file::save(
+            &path,
+            &state_file::PersistentState {
+                stream_id: "id".into(),
+                table: "main.a.other".into(),
+                watermark: 3,
+            },
+        )
+        .expect("save");
+        let err = client()
+            .stream("main.a.b")
+            .persistent(&path)
+            .open()
+            .await
+            .err()
+            .expect("refused");
+        let text = err.to_string();
+        assert!(
+            text.contains("main.a.other") && text.contains("main.a.b"),
+            "{text}"
+        );
+    }
+
+    #[tokio::test]
+    async fn try_send_says_full_at_the_in_flight_limit_and_json_must_be_utf8() {
+        let stream = client()
+            .stream("main.a.b")
+            .max_inflight_records(2)
+            .open_timeout(Duration::ZERO)
+            .open()
+            .await
+            .expect("open without waiting");
+        assert!(matches!(
+            stream.try_send(vec![0xff, 0xfe]),
+            Err(SdkError::InvalidRecord(_))
+        ));
+        assert_eq!(stream.try_send("{}").map(|a| a.offset()).ok(), Some(0));
+        assert_eq!(stream.try_send("{}").map(|a| a.offset()).ok(), Some(1));
+        assert!(matches!(stream.try_send("{}"), Err(SdkError::Full)));
+        assert!(
+            tokio::time::timeout(Duration::from_millis(100), stream.send("{}"))
+                .await
+                .is_err(),
+            "send waits while full"
+        );
+    }
+}
