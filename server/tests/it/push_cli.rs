@@ -176,3 +176,34 @@ async fn a_persistent_push_killed_half_way_and_run_again_writes_nothing_twice() 
     assert_each_once(&location, n);
     assert_exactly(&location, 0..n).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_of_a_csv_file_from_standard_input_is_read_back_exactly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path(), "200ms").await;
+    let t = "main.push.csv";
+    let location = server.create_table_at(t, COLUMNS).await;
+    let mut csv = String::from("id,note\n");
+    for id in 0..5_000 {
+        csv.push_str(&format!("{id},n{id}\n"));
+    }
+    let mut child = push_command(&server, &[t, "-", "--format", "csv"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn push");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(csv.as_bytes()).expect("write csv");
+    }
+    let out = child.wait_with_output().expect("push");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_for_rows(&location, 5_000, Duration::from_secs(30)).await;
+    assert_exactly(&location, 0..5_000).await;
+}
