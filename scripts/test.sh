@@ -58,7 +58,7 @@ fi
 cargo fmt --all --check
 cargo fmt --manifest-path interop/sdk3/Cargo.toml --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
-cargo clippy -p sluice-bench --all-targets --locked --features e2e,decoders,sinkbench,walbench,formatbench,otlpbench -- -D warnings
+cargo clippy -p sluice-bench --all-targets --locked --features e2e,decoders,sinkbench,walbench,formatbench,otlpbench,sdkbench -- -D warnings
 
 # No import cycles between the modules of any crate (exit 1 and the cycle on one).
 for crate in proto zeroparser wal status router server sdk bench; do

@@ -35,6 +35,23 @@ impl ConnArgs {
         &self.data_dir
     }
 
+    /// The server's URL (`--server`).
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// The OAuth client credentials to use: `SLUICE_CLIENT_ID` / `SLUICE_CLIENT_SECRET`,
+    /// else the admin credentials file of the local data directory.
+    pub fn credentials(&self) -> Option<(String, String)> {
+        match (
+            std::env::var("SLUICE_CLIENT_ID"),
+            std::env::var("SLUICE_CLIENT_SECRET"),
+        ) {
+            (Ok(id), Ok(secret)) => Some((id, secret)),
+            _ => read_admin_credentials(&self.data_dir),
+        }
+    }
+
     /// Connects to the pod.
     pub async fn connect(&self) -> Result<Client> {
         Client::connect(&self.server, &self.data_dir).await

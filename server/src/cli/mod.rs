@@ -3,8 +3,11 @@
 //! `router` a router; `table`, `principal`, `grant`/`revoke` and `keys` are
 //! HTTP clients of a running pod ([`client`]); `doctor` checks this machine;
 //! `pod` and `cluster` talk to the meta store, `cluster up` starts a local
-//! cluster ([`cluster_up`]); long operations show [`progress`] on stderr.
+//! cluster ([`cluster_up`]); long operations show [`progress`] on stderr; `push` sends a
+//! file to a table and `bench produce` generates load, both with `sluice-sdk`; `tail` prints a
+//! table's new rows.
 
+mod bench_produce;
 mod client;
 mod cluster;
 mod cluster_up;
@@ -13,9 +16,12 @@ mod keys;
 mod pod;
 mod principal;
 mod progress;
+mod push;
+mod push_input;
 mod router;
 mod serve;
 mod table;
+mod tail;
 mod upkeep;
 
 use clap::Subcommand;
@@ -79,6 +85,16 @@ pub enum Command {
         #[command(subcommand)]
         command: cluster::ClusterCommand,
     },
+    /// Send a JSON-lines, CSV or Parquet file (or standard input) to a table with
+    /// Sluice's producer SDK; exit 2 names the first bad record.
+    Push(Box<push::PushArgs>),
+    /// Print a table's rows as JSON lines as they become visible in Delta.
+    Tail(Box<tail::TailArgs>),
+    /// Load generators built on sluice-sdk (`sluice bench produce TABLE`).
+    Bench {
+        #[command(subcommand)]
+        command: bench_produce::BenchCommand,
+    },
 }
 
 impl Command {
@@ -95,6 +111,9 @@ impl Command {
             Command::Router(args) => router::run(args).await,
             Command::Pod { command } => pod::run(command).await,
             Command::Cluster { command } => cluster::run(command).await,
+            Command::Push(args) => push::run(*args).await,
+            Command::Bench { command } => bench_produce::run(command).await,
+            Command::Tail(args) => tail::run(*args).await,
         }
     }
 }

@@ -47,10 +47,10 @@ pub fn make_certs(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     paths
 }
 
-struct TlsServer {
+pub struct TlsServer {
     child: Child,
-    url: String,
-    https: reqwest::Client,
+    pub url: String,
+    pub https: reqwest::Client,
 }
 
 impl Drop for TlsServer {
@@ -60,7 +60,7 @@ impl Drop for TlsServer {
     }
 }
 
-async fn start_tls(data: &Path, cert: &Path, key: &Path, ca_pem: &[u8]) -> TlsServer {
+pub async fn start_tls(data: &Path, cert: &Path, key: &Path, ca_pem: &[u8]) -> TlsServer {
     let port = free_port();
     let log = std::fs::File::create(data.join("server.log")).expect("log");
     std::fs::create_dir_all(data.join("pod")).expect("pod dir");

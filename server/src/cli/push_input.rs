@@ -1,0 +1,310 @@
+//! What `sluice push` reads: JSON lines, CSV with a header row, or Parquet, from a file or
+//! standard input; each gives JSON object texts in input order (or why a record is bad)
+//! and its position in the input, for the progress line.
+//!
+//! CSV fields become JSON values by their text: empty → null, an integer → a number, a
+//! decimal number → a number, `true`/`false` → a boolean, anything else → a string.
+//! Parquet rows are written as JSON by `arrow-json`.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+
+use anyhow::{bail, Context};
+use serde_json::{Map, Value};
+
+/// The input formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum InputFormat {
+    /// One JSON object per line (`.jsonl`, `.ndjson`, `.json`).
+    Jsonl,
+    /// Comma-separated values with a header row (`.csv`).
+    Csv,
+    /// Apache Parquet (`.parquet`, `.pq`).
+    Parquet,
+}
+
+impl InputFormat {
+    /// The format a file name's extension says, if any.
+    pub fn guess(path: &Path) -> Option<InputFormat> {
+        let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+        match ext.as_str() {
+            "jsonl" | "ndjson" | "json" => Some(InputFormat::Jsonl),
+            "csv" => Some(InputFormat::Csv),
+            "parquet" | "pq" => Some(InputFormat::Parquet),
+            _ => None,
+        }
+    }
+}
+
+/// One record of the input: its JSON text, or why it is not a record.
+pub struct Item {
+    /// The record, or the reason it is bad.
+    pub record: Result<String, String>,
+    /// How far into the input it ends (bytes for text formats, rows for Parquet).
+    pub position: u64,
+}
+
+/// An opened input.
+pub struct Input {
+    /// The records, in order.
+    pub items: Box<dyn Iterator<Item = Item> + Send>,
+    /// The input's size in the unit of [`Item::position`], when known (a file).
+    pub total: Option<u64>,
+}
+
+/// Opens `path` (`-` or none: standard input) as `format`.
+pub fn open(path: Option<&Path>, format: InputFormat) -> anyhow::Result<Input> {
+    let file = match path {
+        Some(p) if p != Path::new("-") => {
+            Some(File::open(p).with_context(|| format!("cannot open {}", p.display()))?)
+        }
+        _ => None,
+    };
+    let size = file
+        .as_ref()
+        .and_then(|f| f.metadata().ok())
+        .map(|m| m.len());
+    let reader: Box<dyn Read + Send> = match file {
+        Some(f) => Box::new(f),
+        None => Box::new(std::io::stdin()),
+    };
+    Ok(match format {
+        InputFormat::Jsonl => Input {
+            items: Box::new(jsonl(BufReader::with_capacity(1 << 20, reader))),
+            total: size,
+        },
+        InputFormat::Csv => Input {
+            items: Box::new(csv_records(reader)),
+            total: size,
+        },
+        InputFormat::Parquet => parquet(reader)?,
+    })
+}
+
+fn jsonl(mut reader: impl BufRead + Send) -> impl Iterator<Item = Item> + Send {
+    let mut position = 0u64;
+    let mut line = String::new();
+    std::iter::from_fn(move || loop {
+        line.clear();
+        let read = match reader.read_line(&mut line) {
+            Ok(0) => return None,
+            Ok(n) => n,
+            Err(e) => {
+                return Some(Item {
+                    record: Err(format!("unreadable input: {e}")),
+                    position,
+                })
+            }
+        };
+        position += read as u64;
+        let text = line.trim();
+        if text.is_empty() {
+            continue;
+        }
+        let record = if !text.starts_with('{') {
+            Err("not a JSON object".to_string())
+        } else {
+            match serde_json::from_str::<serde::de::IgnoredAny>(text) {
+                Ok(_) => Ok(text.to_string()),
+                Err(e) => Err(format!("not JSON: {e}")),
+            }
+        };
+        return Some(Item { record, position });
+    })
+}
+
+/// A CSV field as a JSON value (see the module doc).
+fn csv_value(field: &str) -> Value {
+    if field.is_empty() {
+        return Value::Null;
+    }
+    if let Ok(i) = field.parse::<i64>() {
+        return Value::from(i);
+    }
+    if let Some(n) = field
+        .parse::<f64>()
+        .ok()
+        .filter(|f| f.is_finite())
+        .and_then(serde_json::Number::from_f64)
+    {
+        return Value::Number(n);
+    }
+    match field {
+        "true" => Value::Bool(true),
+        "false" => Value::Bool(false),
+        _ => Value::String(field.to_string()),
+    }
+}
+
+fn csv_records(reader: impl Read + Send + 'static) -> impl Iterator<Item = Item> + Send {
+    let mut csv = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .from_reader(reader);
+    let headers = csv.headers().cloned().map_err(|e| e.to_string());
+    let mut rows = csv.into_records();
+    let mut header_error = headers.as_ref().err().cloned();
+    std::iter::from_fn(move || {
+        let Ok(headers) = &headers else {
+            return header_error.take().map(|e| Item {
+                record: Err(format!("CSV header: {e}")),
+                position: 0,
+            });
+        };
+        let row = rows.next()?;
+        Some(match row {
+            Ok(row) => {
+                let position = row.position().map_or(0, |p| p.byte());
+                let object: Map<String, Value> = headers
+                    .iter()
+                    .zip(row.iter())
+                    .map(|(k, v)| (k.to_string(), csv_value(v)))
+                    .collect();
+                Item {
+                    record: Ok(Value::Object(object).to_string()),
+                    position,
+                }
+            }
+            Err(e) => Item {
+                position: e.position().map_or(0, |p| p.byte()),
+                record: Err(format!("CSV: {e}")),
+            },
+        })
+    })
+}
+
+fn parquet(mut reader: Box<dyn Read + Send>) -> anyhow::Result<Input> {
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let mut bytes = Vec::new();
+    reader
+        .read_to_end(&mut bytes)
+        .context("cannot read the Parquet input")?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(bytes))
+        .context("not a Parquet file")?;
+    let total = u64::try_from(builder.metadata().file_metadata().num_rows()).ok();
+    let mut batches = builder.build().context("cannot read the Parquet file")?;
+    let mut pending: VecDeque<String> = VecDeque::new();
+    let mut position = 0u64;
+    let mut failed = false;
+    let items = std::iter::from_fn(move || loop {
+        if let Some(record) = pending.pop_front() {
+            position += 1;
+            return Some(Item {
+                record: Ok(record),
+                position,
+            });
+        }
+        if failed {
+            return None;
+        }
+        let batch = match batches.next()? {
+            Ok(b) => b,
+            Err(e) => {
+                failed = true;
+                return Some(Item {
+                    record: Err(format!("Parquet: {e}")),
+                    position,
+                });
+            }
+        };
+        let mut writer = arrow_json::LineDelimitedWriter::new(Vec::new());
+        let written = writer.write(&batch).and_then(|()| writer.finish());
+        if let Err(e) = written {
+            failed = true;
+            return Some(Item {
+                record: Err(format!("Parquet row as JSON: {e}")),
+                position,
+            });
+        }
+        let text = String::from_utf8_lossy(&writer.into_inner()).into_owned();
+        pending.extend(text.lines().map(str::to_string));
+    });
+    Ok(Input {
+        items: Box::new(items),
+        total,
+    })
+}
+
+/// Refuses a format that cannot be guessed.
+pub fn format_for(path: Option<&Path>, given: Option<InputFormat>) -> anyhow::Result<InputFormat> {
+    if let Some(f) = given {
+        return Ok(f);
+    }
+    match path.filter(|p| *p != Path::new("-")) {
+        Some(p) => match InputFormat::guess(p) {
+            Some(f) => Ok(f),
+            None => bail!(
+                "cannot tell the format of {} from its extension; pass --format jsonl|csv|parquet",
+                p.display()
+            ),
+        },
+        None => Ok(InputFormat::Jsonl),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jsonl_skips_blank_lines_and_names_bad_records() {
+        let input = "{\"a\":1}\n\n{\"a\":\nnot json\n{\"b\":2}\n";
+        let items: Vec<Item> = jsonl(input.as_bytes()).collect();
+        assert_eq!(items.len(), 4);
+        assert_eq!(items[0].record.as_deref(), Ok("{\"a\":1}"));
+        assert!(items[1]
+            .record
+            .as_ref()
+            .is_err_and(|e| e.starts_with("not JSON")));
+        assert!(items[2]
+            .record
+            .as_ref()
+            .is_err_and(|e| e == "not a JSON object"));
+        assert_eq!(items[3].record.as_deref(), Ok("{\"b\":2}"));
+        assert_eq!(items[3].position, input.len() as u64);
+    }
+
+    #[test]
+    fn csv_fields_become_typed_json_values() {
+        let input = "id,temp,name,ok,empty\n1,21.5,d1,true,\n";
+        let items: Vec<Item> = csv_records(std::io::Cursor::new(input.to_string())).collect();
+        assert_eq!(items.len(), 1);
+        let v: Value =
+            serde_json::from_str(items[0].record.as_ref().expect("record")).expect("json");
+        assert_eq!(
+            v,
+            serde_json::json!({"id": 1, "temp": 21.5, "name": "d1", "ok": true, "empty": null})
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_bytes_read_as_records_or_reasons_without_panicking(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..400),
+        ) {
+            let jsonl_items = jsonl(&bytes[..]).count();
+            proptest::prop_assert!(jsonl_items <= bytes.len());
+            let _ = csv_records(std::io::Cursor::new(bytes.clone())).count();
+            let _ = parquet(Box::new(std::io::Cursor::new(bytes)));
+        }
+    }
+
+    #[test]
+    fn formats_are_guessed_from_extensions() {
+        assert_eq!(
+            InputFormat::guess(Path::new("a/b.JSONL")),
+            Some(InputFormat::Jsonl)
+        );
+        assert_eq!(
+            InputFormat::guess(Path::new("x.parquet")),
+            Some(InputFormat::Parquet)
+        );
+        assert_eq!(
+            InputFormat::guess(Path::new("x.csv")),
+            Some(InputFormat::Csv)
+        );
+        assert!(format_for(Some(Path::new("x.txt")), None).is_err());
+        assert_eq!(format_for(None, None).ok(), Some(InputFormat::Jsonl));
+    }
+}

@@ -1,0 +1,209 @@
+//! `sluice push` against a real `sluice serve`: a JSON-lines file and a Parquet file read
+//! back exactly; a bad record exits 2 naming its record number; a `--persistent` push
+//! SIGKILLed half-way and run again writes every record exactly once (Delta read by
+//! Python `deltalake` + `polars`, and by the deltalake crate).
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+
+use crate::harness::{wait_for_rows, Server, CLIENT_ID, CLIENT_SECRET};
+use crate::persistent_raw::assert_each_once;
+use crate::sdk_client::assert_exactly;
+
+const COLUMNS: &str = "id BIGINT NOT NULL, note STRING";
+
+fn push_command(server: &Server, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_sluice"));
+    c.arg("push")
+        .args(args)
+        .env("SLUICE_SERVER", &server.url)
+        .env("SLUICE_CLIENT_ID", CLIENT_ID)
+        .env("SLUICE_CLIENT_SECRET", CLIENT_SECRET);
+    c
+}
+
+fn push(server: &Server, args: &[&str]) -> Output {
+    push_command(server, args)
+        .output()
+        .expect("run sluice push")
+}
+
+fn write_jsonl(path: &Path, ids: std::ops::Range<i64>) {
+    let mut text = String::new();
+    for id in ids {
+        text.push_str(&format!("{{\"id\": {id}, \"note\": \"n{id}\"}}\n"));
+    }
+    std::fs::write(path, text).expect("write jsonl");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_of_a_jsonl_file_is_read_back_exactly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path(), "200ms").await;
+    let t = "main.push.jsonl";
+    let location = server.create_table_at(t, COLUMNS).await;
+    let file = dir.path().join("in.jsonl");
+    write_jsonl(&file, 0..20_000);
+    let out = push(&server, &[t, file.to_str().expect("path")]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("pushed 20000 records"), "{stdout}");
+    wait_for_rows(&location, 20_000, Duration::from_secs(30)).await;
+    assert_exactly(&location, 0..20_000).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_of_a_parquet_file_is_read_back_exactly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path(), "200ms").await;
+    let t = "main.push.parquet";
+    let location = server.create_table_at(t, COLUMNS).await;
+    let file = dir.path().join("in.parquet");
+    let n = 10_000i64;
+    let ids: ArrayRef = Arc::new(Int64Array::from_iter_values(0..n));
+    let notes: ArrayRef = Arc::new(StringArray::from_iter_values(
+        (0..n).map(|i| format!("n{i}")),
+    ));
+    let batch = RecordBatch::try_from_iter([("id", ids), ("note", notes)]).expect("batch");
+    let mut writer = parquet::arrow::ArrowWriter::try_new(
+        std::fs::File::create(&file).expect("create"),
+        batch.schema(),
+        None,
+    )
+    .expect("writer");
+    // Two row groups' worth of batches.
+    writer.write(&batch.slice(0, 4_000)).expect("write");
+    writer.flush().expect("flush");
+    writer.write(&batch.slice(4_000, 6_000)).expect("write");
+    writer.close().expect("close");
+    let out = push(&server, &[t, file.to_str().expect("path")]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_for_rows(&location, n as usize, Duration::from_secs(30)).await;
+    assert_exactly(&location, 0..n).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_exits_2_naming_the_first_bad_record() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path(), "200ms").await;
+    let t = "main.push.bad";
+    server.create_table(t, COLUMNS);
+    // Refused by the server: record 3 has a string id.
+    let file = dir.path().join("schema.jsonl");
+    std::fs::write(
+        &file,
+        "{\"id\": 1}\n{\"id\": 2}\n{\"id\": \"three\"}\n{\"id\": 4}\n",
+    )
+    .expect("write");
+    let out = push(&server, &[t, file.to_str().expect("path")]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("record 3: "), "{stderr}");
+    assert!(stderr.contains("`id`"), "{stderr}");
+    // Refused by the reader: record 2 is not JSON.
+    let file = dir.path().join("syntax.jsonl");
+    std::fs::write(&file, "{\"id\": 1}\n{\"id\": \n").expect("write");
+    let out = push(&server, &[t, file.to_str().expect("path")]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("record 2: not JSON"), "{stderr}");
+    // An extension that says nothing: exit 1 naming --format.
+    let file = dir.path().join("data.txt");
+    std::fs::write(&file, "{\"id\": 1}\n").expect("write");
+    let out = push(&server, &[t, file.to_str().expect("path")]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("--format"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_persistent_push_killed_half_way_and_run_again_writes_nothing_twice() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut server = Server::start(dir.path(), "200ms").await;
+    let t = "main.push.resume";
+    let location = server.create_table_at(t, COLUMNS).await;
+    let n = 200_000i64;
+    let file = dir.path().join("big.jsonl");
+    write_jsonl(&file, 0..n);
+    let path = file.to_str().expect("path");
+    let state = dir.path().join("big.jsonl.sluice-push.json");
+    let mut child = push_command(&server, &[t, path, "--persistent"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn push");
+    // Kill it once some records are acked and saved, well before the end.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let watermark = loop {
+        let saved = std::fs::read(&state)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .and_then(|v| v["watermark"].as_i64());
+        if let Some(w) = saved.filter(|w| *w > 1_000) {
+            break w;
+        }
+        assert!(Instant::now() < deadline, "no progress saved");
+        assert!(
+            child.try_wait().expect("wait").is_none(),
+            "push ended before the kill"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    child.kill().expect("SIGKILL the push");
+    child.wait().expect("reap");
+    assert!(watermark < n - 1, "killed half-way ({watermark})");
+    let out = push(&server, &[t, path, "--persistent"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("already durable (resumed)"), "{stdout}");
+    server.terminate();
+    assert_each_once(&location, n);
+    assert_exactly(&location, 0..n).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_of_a_csv_file_from_standard_input_is_read_back_exactly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path(), "200ms").await;
+    let t = "main.push.csv";
+    let location = server.create_table_at(t, COLUMNS).await;
+    let mut csv = String::from("id,note\n");
+    for id in 0..5_000 {
+        csv.push_str(&format!("{id},n{id}\n"));
+    }
+    let mut child = push_command(&server, &[t, "-", "--format", "csv"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn push");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(csv.as_bytes()).expect("write csv");
+    }
+    let out = child.wait_with_output().expect("push");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_for_rows(&location, 5_000, Duration::from_secs(30)).await;
+    assert_exactly(&location, 0..5_000).await;
+}
