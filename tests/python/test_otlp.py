@@ -520,6 +520,13 @@ def test_refusals_have_their_status_and_nothing_is_written(tmp_path):
                      "is an OTLP logs table", meta=list(headers(token, LOGS).items()))
         grpc_refused(good.SerializeToString(), grpc.StatusCode.INVALID_ARGUMENT, "no table",
                      meta=grpc_no_table)
+        # Every refusal answered by the exporter service (not by tonic's decoding before it:
+        # INTERNAL, OUT_OF_RANGE and the decompression limit) is counted by its gRPC code.
+        text = requests.get(server.url + "/metrics", timeout=10).text
+        counted = {line.split('"')[1]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith('sluice_refusals_total{code="')}
+        assert counted == {"InvalidArgument": 7 + 2, "ResourceExhausted": 2, "NotFound": 1 + 1,
+                           "Unauthenticated": 2 + 2}, text
         # Control: the same request is accepted over both, so the refusals above were theirs.
         assert post(good.SerializeToString()).status_code == 200
         assert export(good.SerializeToString(), metadata=list(headers(token, SPANS).items()),

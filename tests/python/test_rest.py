@@ -227,6 +227,17 @@ def test_refusals_have_their_status_and_error_body(tmp_path):
         refused(requests.get(server.url + "/no/such/path", timeout=10), 404, "ENDPOINT_NOT_FOUND")
         refused(requests.post(server.url + "/databricks.zerobus.Zerobus/EphemeralStream",
                               json={}, timeout=10), 415, "INVALID_PARAMETER_VALUE", "gRPC")
+        # Each refused insert is counted by its gRPC code in sluice_refusals_total, beside
+        # stream refusals (the status page's refusals panel); the router-level answers (405,
+        # unknown paths, gRPC on the HTTP port) are not inserts and are not counted.
+        text = requests.get(server.url + "/metrics", timeout=10).text
+        counted = {}
+        for line in text.splitlines():
+            if line.startswith('sluice_refusals_total{code="'):
+                series, value = line.rsplit(" ", 1)
+                counted[series.split('"')[1]] = float(value)
+        assert counted == {"InvalidArgument": 7, "ResourceExhausted": 2, "NotFound": 1,
+                           "Unauthenticated": 2, "PermissionDenied": 2}, text
         # Nothing of a refused request was written: only the accepted ones land.
         assert post(server, [{"id": 99}], token).status_code == 200
     finally:

@@ -29,6 +29,7 @@ pub async fn insert(
     match handle(&pod, &rest, &table, &headers, body).await {
         Ok(_) => StatusCode::OK.into_response(),
         Err(e) => {
+            e.count();
             let (status, code) = e.status();
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             let mut response = json_error(status, code, e.to_string());

@@ -89,12 +89,13 @@ async fn answer(state: &OtlpState, signal: Signal, headers: &HeaderMap, body: Bo
 }
 
 fn refusal(e: RestError, wire: Option<Wire>) -> Response {
+    e.count();
     let (status, code) = e.status();
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     match wire {
         Some(Wire::Proto) => {
             let body = RpcStatus {
-                code: grpc_code(status) as i32,
+                code: e.grpc_code() as i32,
                 message: e.to_string(),
             }
             .encode_to_vec();
@@ -106,20 +107,6 @@ fn refusal(e: RestError, wire: Option<Wire>) -> Response {
                 .into_response()
         }
         _ => json_error(status, code, e.to_string()),
-    }
-}
-
-/// The gRPC code OTLP/HTTP's `Status` body carries for an HTTP status.
-fn grpc_code(status: StatusCode) -> tonic::Code {
-    match status.as_u16() {
-        400 | 415 => tonic::Code::InvalidArgument,
-        401 => tonic::Code::Unauthenticated,
-        403 => tonic::Code::PermissionDenied,
-        404 => tonic::Code::NotFound,
-        413 | 429 => tonic::Code::ResourceExhausted,
-        501 => tonic::Code::Unimplemented,
-        503 => tonic::Code::Unavailable,
-        _ => tonic::Code::Internal,
     }
 }
 

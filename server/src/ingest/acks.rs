@@ -92,8 +92,12 @@ fn close_signal(grace: std::time::Duration) -> EphemeralStreamResponse {
 
 /// Counts a stream ended or refused with `status` in `sluice_refusals_total{code}`.
 pub fn count_refusal(status: &Status) {
-    metrics::counter!("sluice_refusals_total", "code" => format!("{:?}", status.code()))
-        .increment(1);
+    count_refusal_code(status.code());
+}
+
+/// Counts one refusal of any door (streams, REST, OTLP) in `sluice_refusals_total{code}`.
+pub fn count_refusal_code(code: tonic::Code) {
+    metrics::counter!("sluice_refusals_total", "code" => format!("{code:?}")).increment(1);
 }
 
 /// Answers a stream whose opening was refused with `error`'s status, counted in

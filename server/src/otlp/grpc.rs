@@ -87,6 +87,19 @@ impl OtlpGrpc {
             .transpose()?;
         Ok(export(&self.pod, &self.otlp, &caller, table, &request, None).await?)
     }
+
+    /// [`OtlpGrpc::handle`], with a refusal counted in `sluice_refusals_total{code}`.
+    async fn answer(
+        &self,
+        metadata: &MetadataMap,
+        request: OtlpRequest,
+    ) -> Result<Exported, Status> {
+        let out = self.handle(metadata, request).await;
+        if let Err(status) = &out {
+            crate::ingest::acks::count_refusal(status);
+        }
+        out
+    }
 }
 
 #[tonic::async_trait]
@@ -96,7 +109,7 @@ impl TraceService for OtlpGrpc {
         request: Request<ExportTraceServiceRequest>,
     ) -> Result<Response<ExportTraceServiceResponse>, Status> {
         let (metadata, _, message) = request.into_parts();
-        let out = self.handle(&metadata, OtlpRequest::Traces(message)).await?;
+        let out = self.answer(&metadata, OtlpRequest::Traces(message)).await?;
         Ok(Response::new(response::traces(out)))
     }
 }
@@ -108,7 +121,7 @@ impl LogsService for OtlpGrpc {
         request: Request<ExportLogsServiceRequest>,
     ) -> Result<Response<ExportLogsServiceResponse>, Status> {
         let (metadata, _, message) = request.into_parts();
-        let out = self.handle(&metadata, OtlpRequest::Logs(message)).await?;
+        let out = self.answer(&metadata, OtlpRequest::Logs(message)).await?;
         Ok(Response::new(response::logs(out)))
     }
 }
@@ -121,7 +134,7 @@ impl MetricsService for OtlpGrpc {
     ) -> Result<Response<ExportMetricsServiceResponse>, Status> {
         let (metadata, _, message) = request.into_parts();
         let out = self
-            .handle(&metadata, OtlpRequest::Metrics(message))
+            .answer(&metadata, OtlpRequest::Metrics(message))
             .await?;
         Ok(Response::new(response::metrics(out)))
     }

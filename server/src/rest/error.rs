@@ -43,6 +43,26 @@ impl RestError {
         }
     }
 
+    /// The gRPC code with the same meaning as [`RestError::status`] (the OTLP/HTTP protobuf
+    /// body's `Status.code`, and the `code` label of `sluice_refusals_total`).
+    pub fn grpc_code(&self) -> tonic::Code {
+        match self.status().0 {
+            400 | 415 => tonic::Code::InvalidArgument,
+            401 => tonic::Code::Unauthenticated,
+            403 => tonic::Code::PermissionDenied,
+            404 => tonic::Code::NotFound,
+            413 | 429 => tonic::Code::ResourceExhausted,
+            501 => tonic::Code::Unimplemented,
+            503 => tonic::Code::Unavailable,
+            _ => tonic::Code::Internal,
+        }
+    }
+
+    /// Counts this refusal in `sluice_refusals_total{code}`, beside the stream refusals.
+    pub fn count(&self) {
+        crate::ingest::acks::count_refusal_code(self.grpc_code());
+    }
+
     /// The `Retry-After` seconds to answer with, if any.
     pub fn retry_after(&self) -> Option<u64> {
         match self {
