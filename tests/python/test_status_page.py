@@ -233,6 +233,21 @@ def test_the_page_refuses_callers_who_are_not_admins(server):
     assert requests.get(url + "/status/access", headers={"Authorization": "Bearer " + token},
                         timeout=10).status_code == 204
 
+    # Failed secrets are paced per client id, like the token endpoint's: after six, even the
+    # right secret waits (503 and the form naming the wait); another client id is not paced.
+    paced_id = created["client_id"]
+    for _ in range(6):
+        r = requests.post(login, data={"client_id": paced_id, "client_secret": "wrong"},
+                          allow_redirects=False, timeout=10)
+        assert r.status_code == 401, r.text
+    paced = requests.post(login, data={"client_id": paced_id, "client_secret": created["client_secret"]},
+                          allow_redirects=False, timeout=10)
+    assert paced.status_code == 503 and "too many failed attempts for client" in paced.text, paced.text
+    assert "set-cookie" not in paced.headers
+    other = requests.post(login, data={"client_id": CLIENT_ID, "client_secret": CLIENT_SECRET},
+                          allow_redirects=False, timeout=10)
+    assert other.status_code == 303
+
 
 def test_the_routers_page_shows_the_whole_cluster(cluster):  # noqa: F811
     url, pods = cluster

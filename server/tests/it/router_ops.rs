@@ -46,6 +46,13 @@ async fn the_router_answers_its_own_health_readiness_and_metrics() {
         (status, body.as_str()),
         (200, r#"{"reasons":[],"status":"ok"}"#)
     );
+    // Its status page cannot check the caller's access without a ready pod: 503 and the form.
+    let (status, body) = get(&format!("{url}/")).await;
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body.contains("no pod is ready to check your access; retry"),
+        "{body}"
+    );
 
     // A pod joins: ready.
     let mut pod = start_pod(
