@@ -99,9 +99,11 @@ where
         codec: Codec::new(shared.max_packet_size),
         shared,
     };
+    metrics::gauge!("sluice_mqtt_connections").increment(1.0);
     if let Err(e) = conn.run().await {
         tracing::debug!("MQTT connection ended: {e}");
     }
+    metrics::gauge!("sluice_mqtt_connections").decrement(1.0);
 }
 
 struct Connection<S> {
