@@ -1,10 +1,13 @@
-//! The CONNECT packet's credentials as a caller: user name = client id and password =
+//! The CONNECT packet's credentials as an identity: user name = client id and password =
 //! client secret (checked like the token endpoint's, failures paced the same way), or
 //! password = `Bearer <token>` (any user name). A refusal is a CONNACK reason code with
-//! its reason string: 0x86 Bad user name or password (3.1.1: return code 4).
+//! its reason string: 0x86 Bad user name or password (3.1.1: return code 4). What the
+//! identity may write is checked per table ([`Identity::authorize_write`]).
 
-use crate::auth::{Caller, Claims};
+use crate::auth::Caller;
+use crate::catalog::Privilege;
 use crate::config::AuthMode;
+use crate::error::{Result as ServerResult, ServerError};
 use crate::pod::Pod;
 
 use super::wire::{reason, Connect};
@@ -25,10 +28,44 @@ fn bad(reason: impl Into<String>) -> Refused {
     }
 }
 
-/// The caller `connect` authenticates as.
-pub fn authenticate(pod: &Pod, connect: &Connect) -> Result<Caller, Refused> {
+/// Who a connection writes as.
+#[derive(Debug, Clone)]
+pub enum Identity {
+    /// A bearer token (or `--auth none`): its scope and its principal's grants.
+    Caller(Caller),
+    /// A principal by its client secret: its grants.
+    Principal {
+        /// Its client id.
+        client_id: String,
+    },
+}
+
+impl Identity {
+    /// Whether this identity may write `table` (lower case) now: a token's scope and
+    /// grants (`Authenticator::authorize_write`), or the principal's MODIFY grant (admins
+    /// write every table); a deleted principal writes nothing.
+    pub fn authorize_write(&self, pod: &Pod, table: &str) -> ServerResult<()> {
+        let client_id = match self {
+            Identity::Caller(caller) => return pod.auth.authorize_write(caller, table),
+            Identity::Principal { client_id } => client_id,
+        };
+        let catalog = pod.auth.catalog();
+        let principal = catalog.principal(client_id)?.ok_or_else(|| {
+            ServerError::Unauthenticated(format!("principal `{client_id}` no longer exists"))
+        })?;
+        if principal.admin || catalog.has_grant(client_id, table, Privilege::Modify)? {
+            return Ok(());
+        }
+        Err(ServerError::PermissionDenied(format!(
+            "principal `{client_id}` holds no MODIFY on table `{table}`"
+        )))
+    }
+}
+
+/// The identity `connect` authenticates as.
+pub fn authenticate(pod: &Pod, connect: &Connect) -> Result<Identity, Refused> {
     if pod.auth.mode() == AuthMode::None {
-        return Ok(Caller::Anonymous);
+        return Ok(Identity::Caller(Caller::Anonymous));
     }
     let password = connect
         .password
@@ -41,6 +78,7 @@ pub fn authenticate(pod: &Pod, connect: &Connect) -> Result<Caller, Refused> {
         return pod
             .auth
             .verify_bearer(Some(password))
+            .map(Identity::Caller)
             .map_err(|e| bad(e.to_string()));
     }
     let client_id = connect
@@ -55,25 +93,16 @@ pub fn authenticate(pod: &Pod, connect: &Connect) -> Result<Caller, Refused> {
             wait.as_secs() + 1
         )));
     }
-    let principal = match pod.auth.check_client(client_id, password) {
+    match pod.auth.check_client(client_id, password) {
         Ok(p) => {
             pacer.succeeded(client_id);
-            p
+            Ok(Identity::Principal {
+                client_id: p.client_id,
+            })
         }
         Err(_) => {
             pacer.failed(client_id);
-            return Err(bad("invalid client id or secret"));
+            Err(bad("invalid client id or secret"))
         }
-    };
-    // The principal's own rights: every table it holds MODIFY on (checked per table by
-    // `authorize_write`), or all of them as an admin.
-    Ok(Caller::Token(Claims {
-        sub: principal.client_id.clone(),
-        iat: 0,
-        exp: 0,
-        tables: vec!["*".into()],
-        select: Vec::new(),
-        admin: principal.admin,
-        peer: false,
-    }))
+    }
 }

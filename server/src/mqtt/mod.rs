@@ -3,7 +3,7 @@
 //! rule and Delta sink as streams.
 //!
 //! - [`wire`]: packets in and out (the `rmqtt-codec` crate), version-neutral.
-//! - [`credentials`]: CONNECT user name/password → caller.
+//! - [`credentials`]: CONNECT user name/password → identity (token or principal).
 //! - [`payload`]: a PUBLISH payload → records.
 //! - [`publish`]: topic → the connection's table; records → the REST insert service.
 //! - [`session`]: one connection's state machine (QoS, keep-alive, receive maximum).

@@ -1,5 +1,5 @@
 //! The service behind a PUBLISH: the topic names the connection's one table
-//! (`catalog.schema.table`, checked against the caller's grants on first use), and the
+//! (`catalog.schema.table`, checked against the identity's grants on first use), and the
 //! payload's records are written by the REST insert service (`rest::insert`: parsed
 //! all-or-nothing by the table's parser, logged as one WAL frame of this listener's JSON
 //! stream for the table, added to the memtable) — it returns once the frame is durable,
@@ -13,12 +13,12 @@
 
 use std::sync::Arc;
 
-use crate::auth::Caller;
 use crate::error::ServerError;
 use crate::pod::Pod;
 use crate::rest::{RestError, RestIngest};
 use crate::sink::SharedSink;
 
+use super::credentials::Identity;
 use super::payload;
 use super::wire::reason;
 
@@ -49,11 +49,11 @@ pub struct Binding {
     pub sink: SharedSink,
 }
 
-/// The binding of `topic` for `caller`: `bound` if the connection has one and the topic
+/// The binding of `topic` for `identity`: `bound` if the connection has one and the topic
 /// names its table, else the table checked now (name, grant, existence).
 pub async fn bind(
     pod: &Pod,
-    caller: &Caller,
+    identity: &Identity,
     bound: Option<&Binding>,
     topic: &str,
 ) -> Result<Binding, Refusal> {
@@ -78,8 +78,8 @@ pub async fn bind(
             format!("topic `{topic}` is not a table name: publish to `catalog.schema.table`"),
         ));
     }
-    pod.auth
-        .authorize_write(caller, &table)
+    identity
+        .authorize_write(pod, &table)
         .map_err(|e| Refusal::new(reason::NOT_AUTHORIZED, e.to_string()))?;
     let sink = pod
         .sink_for(&table)

@@ -28,11 +28,10 @@ use futures::stream::{FuturesOrdered, StreamExt};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::time::Instant;
 
-use crate::auth::Caller;
 use crate::pod::Pod;
 use crate::rest::RestIngest;
 
-use super::credentials;
+use super::credentials::{self, Identity};
 use super::publish::{self, Binding, Refusal};
 use super::wire::{reason, Codec, Inbound, Outbound, Publish, Version, WireError};
 
@@ -62,7 +61,7 @@ type Pending = Pin<Box<dyn Future<Output = Answered> + Send>>;
 
 /// A connection's state after CONNACK.
 struct State {
-    caller: Caller,
+    identity: Identity,
     /// The table, bound by the first accepted PUBLISH.
     binding: Option<Binding>,
     /// PUBLISH outcomes not answered yet, in arrival order.
@@ -120,7 +119,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
             Ok(Err(e)) => return self.refuse_wire(e).await,
             _ => return Ok(()),
         };
-        let caller = match credentials::authenticate(&self.shared.pod, &connect) {
+        let identity = match credentials::authenticate(&self.shared.pod, &connect) {
             Ok(c) => c,
             Err(refused) => {
                 metrics::counter!("sluice_mqtt_connects_total", "outcome" => "refused")
@@ -137,7 +136,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
         self.send(self.connack(reason::SUCCESS, None)).await?;
         let keep_alive = (connect.keep_alive > 0)
             .then(|| Duration::from_millis(u64::from(connect.keep_alive) * 1500));
-        let end = self.publishes(caller, keep_alive).await?;
+        let end = self.publishes(identity, keep_alive).await?;
         if let End::Disconnect(code, why) = end {
             self.send(Outbound::Disconnect {
                 code,
@@ -164,12 +163,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
     /// The loop after CONNACK.
     async fn publishes(
         &mut self,
-        caller: Caller,
+        identity: Identity,
         keep_alive: Option<Duration>,
     ) -> std::io::Result<End> {
         let pod = self.shared.pod.clone();
         let mut st = State {
-            caller,
+            identity,
             binding: None,
             pending: FuturesOrdered::new(),
             writing_qos2: HashSet::new(),
@@ -288,8 +287,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
             }
             return Ok(None);
         }
-        let bound =
-            publish::bind(&self.shared.pod, &st.caller, st.binding.as_ref(), &p.topic).await;
+        let bound = publish::bind(
+            &self.shared.pod,
+            &st.identity,
+            st.binding.as_ref(),
+            &p.topic,
+        )
+        .await;
         let qos = p.qos;
         let answer: Pending = match bound {
             Ok(b) => {
