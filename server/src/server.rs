@@ -126,7 +126,9 @@ pub async fn run(
     };
     let served = crate::listener::serve(listener, app, options, graceful).await;
     if let Some(mqtt) = mqtt {
-        // The MQTT connections answer what they took before the memtables are committed.
+        // The MQTT connections answer what they took before the memtables are committed
+        // (cancelled here too in case the HTTP port failed before its graceful stop).
+        pod.shutdown.cancel();
         let _ = mqtt.await;
     }
     let stopped = pod.stop(membership.is_some()).await;

@@ -374,6 +374,26 @@ def test_a_redelivered_qos2_publish_is_written_once(server):
     assert [r["id"] for r in rows_in_delta(location, 2)] == [42, 43]
 
 
+def test_sigterm_answers_the_writes_under_way_then_disconnects_0x8b(tmp_path):
+    """A graceful stop: a connected device gets DISCONNECT 0x8B Server shutting down, and what
+    it had PUBACKed before is in Delta after the restart."""
+    server = MqttServer(tmp_path)
+    location = create_table(server)
+    d = Device(server.mqtt_port)
+    assert d.connect()[0] == 0 and d.publish({"id": 1})[0] == 0
+    sock = raw_connect(server.mqtt_port)
+    server.stop()
+    got = read_all(sock)
+    assert got[:1] == b"\xe0" and got[2] == 0x8B, got
+    assert d.disconnected.wait(30) and d.disconnect_reason[0] == 0x8B, d.disconnect_reason
+    d.client.loop_stop()
+    restarted = MqttServer(tmp_path)
+    try:
+        assert rows_in_delta(location, 1) == [{"id": 1, "temp": None}]
+    finally:
+        restarted.stop()
+
+
 def run_devices(port, first, count, per, release, close_at):
     """Devices `first..first + count` (one paho client and thread each) connect, publish `per`
     records QoS 1 each, wait for their PUBACKs, and stay connected until the file `release`
