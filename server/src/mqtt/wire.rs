@@ -500,3 +500,113 @@ fn to_v5(out: Outbound) -> Result<v5::Packet, WireError> {
         }),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use bytes::BytesMut;
+
+    use super::*;
+
+    fn string(s: &[u8]) -> Vec<u8> {
+        let mut out = (s.len() as u16).to_be_bytes().to_vec();
+        out.extend_from_slice(s);
+        out
+    }
+
+    fn connect(level: u8) -> Vec<u8> {
+        let mut body = string(b"MQTT");
+        body.extend([level, 0xC2, 0, 30]);
+        if level == 5 {
+            body.push(0); // no properties
+        }
+        for s in [&b"dev"[..], b"user", b"secret"] {
+            body.extend(string(s));
+        }
+        let mut packet = vec![0x10, body.len() as u8];
+        packet.extend(body);
+        packet
+    }
+
+    #[test]
+    fn connect_then_publish_decode_for_both_versions() {
+        for (level, version) in [(4, Version::V3), (5, Version::V5)] {
+            let mut codec = Codec::new(1024);
+            let mut buf = BytesMut::from(&connect(level)[..]);
+            let mut publish = string(b"main.s.t");
+            publish.extend([0, 7]);
+            if level == 5 {
+                publish.push(0);
+            }
+            publish.extend_from_slice(br#"{"id":1}"#);
+            buf.extend_from_slice(&[0x32, publish.len() as u8]);
+            buf.extend_from_slice(&publish);
+            let Ok(Some(Inbound::Connect(c))) = codec.decode(&mut buf) else {
+                panic!("no CONNECT");
+            };
+            assert_eq!((c.version, c.username.as_deref()), (version, Some("user")));
+            let Ok(Some(Inbound::Publish(p))) = codec.decode(&mut buf) else {
+                panic!("no PUBLISH");
+            };
+            assert_eq!(
+                (p.qos, p.packet_id, p.topic.as_str()),
+                (1, Some(7), "main.s.t")
+            );
+            assert_eq!(&p.payload[..], br#"{"id":1}"#);
+            assert!(buf.is_empty());
+        }
+    }
+
+    #[test]
+    fn a_first_packet_that_is_not_connect_and_a_second_connect_are_refused() {
+        let mut codec = Codec::new(1024);
+        let mut buf = BytesMut::from(&b"\xc0\x00"[..]);
+        assert!(matches!(
+            codec.decode(&mut buf),
+            Err(WireError::NotConnect(_))
+        ));
+        let mut codec = Codec::new(1024);
+        let mut twice = connect(5);
+        twice.extend(connect(5));
+        let mut buf = BytesMut::from(&twice[..]);
+        assert!(matches!(
+            codec.decode(&mut buf),
+            Ok(Some(Inbound::Connect(_)))
+        ));
+        assert!(matches!(
+            codec.decode(&mut buf),
+            Err(WireError::SecondConnect)
+        ));
+    }
+
+    #[test]
+    fn a_v3_connection_gets_return_codes_and_no_negative_acks() {
+        let mut codec = Codec::new(1024);
+        let mut buf = BytesMut::from(&connect(4)[..]);
+        assert!(matches!(
+            codec.decode(&mut buf),
+            Ok(Some(Inbound::Connect(_)))
+        ));
+        let mut out = BytesMut::new();
+        let refused = Outbound::ConnAck {
+            code: reason::BAD_USER_NAME_OR_PASSWORD,
+            reason: Some("no".into()),
+            receive_max: 64,
+            max_packet_size: 1024,
+        };
+        codec.encode(refused, &mut out).expect("connack");
+        assert_eq!(&out[..], b"\x20\x02\x00\x04");
+        let nack = Outbound::PubAck {
+            id: 1,
+            code: reason::PAYLOAD_FORMAT_INVALID,
+            reason: None,
+        };
+        assert!(nack.refusal_closes(Version::V3) && !nack.refusal_closes(Version::V5));
+        out.clear();
+        codec.encode(nack, &mut out).expect("nothing");
+        assert!(out.is_empty());
+        assert_eq!(
+            v3_return_code(reason::NOT_AUTHORIZED),
+            v3::ConnectAckReason::NotAuthorized
+        );
+    }
+}
