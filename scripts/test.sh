@@ -6,7 +6,8 @@
 #     (the FUSE library fusepy drives: tests/fuse/faulty_fs.py, the WAL's fdatasync-error
 #     test; as root it mounts without fusermount) and prometheus (its `promtool check rules`
 #     checks deploy/prometheus/alerts.yaml in tests/python/test_dashboards.py) and chromium
-#     (the headless browser tests/python/test_status_page.py loads the status page in);
+#     (the headless browser tests/python/test_status_page.py loads the status page in) and
+#     mosquitto-clients (mosquitto_pub, a real MQTT client of tests/python/test_mqtt.py);
 #   - a Python virtualenv (.venv) with the official Python Zerobus SDK,
 #     deltalake, polars, pytest, moto's S3 server and fusepy (tests/python/requirements.txt);
 #     the Rust integration tests start their own `moto_server` processes from it
@@ -26,6 +27,7 @@ command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
 ldconfig -p 2>/dev/null | grep 'libfuse\.so\.2 ' >/dev/null || missing+=(libfuse2)
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
+command -v mosquitto_pub >/dev/null 2>&1 || missing+=(mosquitto-clients)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 # kubectl renders the kustomizations in tests/python/test_deploy.py; Debian does not package
 # it (Google's or Kubernetes' apt repository does): installed when an apt source offers it,

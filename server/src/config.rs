@@ -119,6 +119,9 @@ pub struct ServeConfig {
     /// (`--otlp-traces-table`, `--otlp-logs-table`, `--otlp-metrics-table`). Default: none
     /// (the header is required).
     pub otlp_tables: DefaultTables,
+    /// Serve MQTT 3.1.1/5.0 on this address too (`--mqtt-listen`; TLS with `tls` when
+    /// set). Default: none.
+    pub mqtt_listen: Option<SocketAddr>,
 }
 
 /// The tables a request without the table header goes to, per signal
@@ -180,6 +183,7 @@ impl ServeConfig {
             warehouse_unhealthy_after: Duration::from_secs(60),
             cluster: None,
             secrets_key: None,
+            mqtt_listen: None,
         }
     }
 

@@ -28,6 +28,7 @@ pub mod journal;
 pub mod limits;
 pub mod listener;
 pub mod metrics_export;
+pub mod mqtt;
 pub mod otlp;
 pub mod pod;
 pub mod pstreams;

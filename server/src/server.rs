@@ -35,7 +35,19 @@ pub async fn run(
         .map(crate::listener::load_tls)
         .transpose()?;
     let options = crate::listener::ServeOptions::new(&config, tls);
+    let mqtt_listener = match config.mqtt_listen {
+        Some(addr) => Some(
+            TcpListener::bind(addr)
+                .await
+                .map_err(|e| ServerError::io(format!("binding --mqtt-listen {addr}"), e))?,
+        ),
+        None => None,
+    };
     let pod = Pod::start(config).await?;
+    let mqtt = mqtt_listener.map(|listener| {
+        tracing::info!(addr = ?listener.local_addr().ok(), tls = options.tls.is_some(), "sluice is serving MQTT");
+        tokio::spawn(crate::mqtt::serve(listener, pod.clone(), options.tls.clone()))
+    });
     let addr = listener
         .local_addr()
         .map_err(|e| ServerError::io("reading the listen address", e))?;
@@ -115,6 +127,12 @@ pub async fn run(
         stopping.shutdown.cancel();
     };
     let served = crate::listener::serve(listener, app, options, graceful).await;
+    if let Some(mqtt) = mqtt {
+        // The MQTT connections answer what they took before the memtables are committed
+        // (cancelled here too in case the HTTP port failed before its graceful stop).
+        pod.shutdown.cancel();
+        let _ = mqtt.await;
+    }
     let stopped = pod.stop(membership.is_some()).await;
     if let Some(m) = &membership {
         m.leave().await;

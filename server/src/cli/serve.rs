@@ -120,6 +120,10 @@ pub struct ServeArgs {
     /// When draining, how long producers get to move their streams away.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     drain_grace: Duration,
+    /// Also serve MQTT 3.1.1 and 5.0 on this address (TLS with --tls-cert when given;
+    /// 1883 plain / 8883 TLS by convention). Default: off.
+    #[arg(long)]
+    mqtt_listen: Option<std::net::SocketAddr>,
     #[command(flatten)]
     limits: LimitArgs,
 }
@@ -175,6 +179,7 @@ impl From<ServeArgs> for ServeConfig {
                 logs: args.otlp_logs_table,
                 metrics: args.otlp_metrics_table,
             },
+            mqtt_listen: args.mqtt_listen,
             ..ServeConfig::new(args.data_dir)
         }
     }

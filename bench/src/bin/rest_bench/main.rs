@@ -10,12 +10,16 @@
 //! JSON for a like-for-like parse). `--keys unkeyed,keyed` adds rows whose every request
 //! carries a fresh `Idempotency-Key`; `--cluster` runs each scenario against a one-pod
 //! cluster (its own etcd, the pod with `--join`), where a keyed request also claims and
-//! settles its key in etcd, and adds etcd's CPU beside the pod's.
+//! settles its key in etcd, and adds etcd's CPU beside the pod's. `--mqtt-connections N`
+//! adds MQTT rows (the pod with `--mqtt-listen`): N MQTT 5 connections publishing one record
+//! per QoS 1 PUBLISH, closed loop, then open loop at half of that rate, with PUBACK p50/p99
+//! (`mqtt_load`). Server CPU per GB counts ~TARGET_RECORD_BYTES per record.
 //!
 //! Run: `cargo build --release -p sluice-server && cargo run --release -p sluice-bench
 //! --features e2e --bin rest-bench -- --seconds 10`.
 
 mod grpc_load;
+mod mqtt_load;
 mod rest_load;
 
 use std::path::PathBuf;
@@ -63,6 +67,9 @@ struct Options {
     /// Skip the gRPC rows (and the goal lines, which compare with them).
     #[arg(long)]
     no_grpc: bool,
+    /// MQTT connections of the MQTT rows (0: no MQTT rows).
+    #[arg(long, default_value_t = 0)]
+    mqtt_connections: usize,
 }
 
 /// Whether REST requests carry an `Idempotency-Key`.
@@ -109,10 +116,14 @@ impl Fresh {
 }
 
 async fn fresh_server(opts: &Options, name: &str) -> Result<Fresh> {
+    fresh_server_with(opts, name, Vec::new()).await
+}
+
+async fn fresh_server_with(opts: &Options, name: &str, more: Vec<String>) -> Result<Fresh> {
     let dir = std::env::temp_dir().join(format!("sluice-rest-bench-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
-    let (etcd, extra) = if opts.cluster {
+    let (etcd, mut extra) = if opts.cluster {
         let (etcd, join) = sluice_bench::e2e::start_etcd(&dir, "bench").await?;
         let kek = sluice_bench::e2e::kek_file(&dir)?;
         let extra = vec![
@@ -127,6 +138,7 @@ async fn fresh_server(opts: &Options, name: &str) -> Result<Fresh> {
     } else {
         (None, Vec::new())
     };
+    extra.extend(more);
     let pod_dir = dir.join("pod");
     std::fs::create_dir_all(&pod_dir)?;
     let server = Server::start(&opts.sluice, &pod_dir, &opts.flush_interval, &extra)?;
@@ -200,6 +212,49 @@ async fn rest_row(
     })
 }
 
+async fn mqtt_row(opts: &Options, rate: Option<f64>) -> Result<Row> {
+    let port = sluice_bench::e2e::free_port()?;
+    let name = if rate.is_some() { "mqtthalf" } else { "mqtt" };
+    let listen = vec!["--mqtt-listen".to_string(), format!("127.0.0.1:{port}")];
+    let fresh = fresh_server_with(opts, name, listen).await?;
+    let server = &fresh.server;
+    let cpu_before = procstat::cpu_seconds(server.pid())?;
+    let started = Instant::now();
+    let out = mqtt_load::run(
+        mqtt_load::Shape {
+            port,
+            table: fresh.table.clone(),
+            connections: opts.mqtt_connections,
+            window: Duration::from_secs(opts.seconds),
+            rate,
+        },
+        Arc::new(padding()),
+    )
+    .await?;
+    let seconds = started.elapsed().as_secs_f64().max(opts.seconds as f64);
+    let cpu_s = procstat::cpu_seconds(server.pid())? - cpu_before;
+    let dir = fresh.dir.clone();
+    drop(fresh);
+    let _ = std::fs::remove_dir_all(&dir);
+    let path = match rate {
+        Some(r) => format!(
+            "MQTT QoS 1, {} connections, open loop {r:.0}/s",
+            opts.mqtt_connections
+        ),
+        None => format!("MQTT QoS 1, {} connections", opts.mqtt_connections),
+    };
+    Ok(Row {
+        path,
+        per_request: "1 per PUBLISH".into(),
+        requests: Some(out.records),
+        records: out.records,
+        seconds,
+        latency_ms: Some(out.latency_ms),
+        cpu_s,
+        etcd_cpu_s: None,
+    })
+}
+
 async fn grpc_row(opts: &Options, json: bool) -> Result<Row> {
     let name = if json { "grpcjson" } else { "grpc" };
     let fresh = fresh_server(opts, name).await?;
@@ -251,6 +306,7 @@ fn print_table(rows: &mut [Row]) {
         "etcd CPU s",
         "CPU µs/record",
         "records per CPU-s",
+        "CPU s/GB",
     ]);
     for row in rows.iter_mut() {
         table.row(cells(row));
@@ -278,6 +334,10 @@ fn cells(row: &mut Row) -> Vec<String> {
         row.etcd_cpu_s.map_or("-".into(), |c| format!("{c:.2}")),
         format!("{:.1}", row.cpu_s * 1e6 / row.records.max(1) as f64),
         format!("{:.0}", row.records_per_cpu_s()),
+        format!(
+            "{:.1}",
+            row.cpu_s / (row.records.max(1) as f64 * TARGET_RECORD_BYTES as f64 / 1e9)
+        ),
     ]
 }
 
@@ -312,6 +372,26 @@ async fn main() -> Result<()> {
         .and_then(|r| r.requests.map(|n| n as f64 / r.seconds));
     if let (Some(rate), false) = (saturated_100, opts.no_grpc) {
         rows.push(rest_row(&opts, 100, Some(rate / 2.0), Keys::Unkeyed).await?);
+    }
+    if opts.mqtt_connections > 0 {
+        let saturated = mqtt_row(&opts, None).await?;
+        let rate = saturated.records as f64 / saturated.seconds;
+        rows.push(saturated);
+        rows.push(mqtt_row(&opts, Some(rate / 2.0)).await?);
+        if let Some(half) = rows.last_mut() {
+            let p99 = half
+                .latency_ms
+                .as_mut()
+                .map_or(f64::NAN, |l| l.quantile(0.99));
+            println!(
+                "MQTT: QoS 1 PUBACK p99 at half of saturation {p99:.1} ms (goal ≤ 20 ms): {}",
+                if p99 <= 20.0 {
+                    "reached"
+                } else {
+                    "NOT reached"
+                }
+            );
+        }
     }
     if opts.no_grpc {
         print_table(&mut rows);

@@ -1,0 +1,19 @@
+//! The MQTT front door (`sluice serve --mqtt-listen HOST:PORT`): MQTT 3.1.1 and 5.0
+//! devices publish JSON records into tables with the same credentials, grants, WAL, ack
+//! rule and Delta sink as streams.
+//!
+//! - [`wire`]: packets in and out (the `rmqtt-codec` crate), version-neutral.
+//! - [`credentials`]: CONNECT user name/password → identity (token or principal).
+//! - [`payload`]: a PUBLISH payload → records.
+//! - [`publish`]: topic → the connection's table; records → the REST insert service.
+//! - [`session`]: one connection's state machine (QoS, keep-alive, receive maximum).
+//! - [`listener`]: the accept loop (plain or TLS).
+
+pub mod credentials;
+pub mod listener;
+pub mod payload;
+pub mod publish;
+pub mod session;
+pub mod wire;
+
+pub use listener::serve;

@@ -1,0 +1,131 @@
+//! The service behind a PUBLISH: the topic names the connection's one table
+//! (`catalog.schema.table`, checked against the identity's grants on first use), and the
+//! payload's records are written by the REST insert service (`rest::insert`: parsed
+//! all-or-nothing by the table's parser, logged as one WAL frame of this listener's JSON
+//! stream for the table, added to the memtable) — it returns once the frame is durable,
+//! so the PUBACK/PUBREC that follows is the ack rule of streams.
+//!
+//! Each refusal is an MQTT 5 reason code with a reason string: 0x90 Topic Name invalid
+//! (not three dotted names, no such table, or a second table on the connection), 0x87 Not
+//! authorized (no MODIFY grant), 0x99 Payload format invalid (not JSON objects, or a
+//! record that does not fit the table: the parser's message names the record and field),
+//! 0x97 Quota exceeded (WAL disk full, memtable limits), 0x80 otherwise.
+
+use std::sync::Arc;
+
+use crate::error::ServerError;
+use crate::pod::Pod;
+use crate::rest::{RestError, RestIngest};
+use crate::sink::SharedSink;
+
+use super::credentials::Identity;
+use super::payload;
+use super::wire::reason;
+
+/// A refused PUBLISH: its MQTT 5 reason code and reason string.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// MQTT 5 PUBACK reason code.
+    pub code: u8,
+    /// Why.
+    pub reason: String,
+}
+
+impl Refusal {
+    fn new(code: u8, reason: impl Into<String>) -> Refusal {
+        Refusal {
+            code,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// The connection's table, bound by its first accepted PUBLISH.
+#[derive(Clone)]
+pub struct Binding {
+    /// Lower-case full name.
+    pub table: String,
+    /// Its sink.
+    pub sink: SharedSink,
+}
+
+/// The binding of `topic` for `identity`: `bound` if the connection has one and the topic
+/// names its table, else the table checked now (name, grant, existence).
+pub async fn bind(
+    pod: &Pod,
+    identity: &Identity,
+    bound: Option<&Binding>,
+    topic: &str,
+) -> Result<Binding, Refusal> {
+    let table = topic.trim().to_ascii_lowercase();
+    if let Some(b) = bound {
+        if b.table == table {
+            return Ok(b.clone());
+        }
+        return Err(Refusal::new(
+            reason::TOPIC_NAME_INVALID,
+            format!(
+                "one table per connection: this connection writes `{}`, not `{table}`; open \
+                 another connection for another table",
+                b.table
+            ),
+        ));
+    }
+    let parts: Vec<&str> = table.split('.').collect();
+    if parts.len() != 3 || parts.iter().any(|p| p.is_empty()) {
+        return Err(Refusal::new(
+            reason::TOPIC_NAME_INVALID,
+            format!("topic `{topic}` is not a table name: publish to `catalog.schema.table`"),
+        ));
+    }
+    identity
+        .authorize_write(pod, &table)
+        .map_err(|e| Refusal::new(reason::NOT_AUTHORIZED, e.to_string()))?;
+    let sink = pod
+        .sink_for(&table)
+        .await
+        .map_err(|e| refusal(RestError::Server(e)))?
+        .ok_or_else(|| {
+            Refusal::new(
+                reason::TOPIC_NAME_INVALID,
+                format!("table `{table}` does not exist"),
+            )
+        })?;
+    Ok(Binding { table, sink })
+}
+
+/// Writes the records of `payload` into the bound table; returns how many once they are
+/// durable.
+pub async fn write(
+    pod: Arc<Pod>,
+    rest: Arc<RestIngest>,
+    binding: Binding,
+    payload: bytes::Bytes,
+) -> Result<usize, Refusal> {
+    let records =
+        payload::records(&payload).map_err(|e| Refusal::new(reason::PAYLOAD_FORMAT_INVALID, e))?;
+    let inserted = crate::rest::insert(&pod, &rest, &binding.sink, &records, None)
+        .await
+        .map_err(refusal)?;
+    metrics::counter!("sluice_mqtt_records_total").increment(inserted.records as u64);
+    Ok(inserted.records)
+}
+
+/// The reason code of a refusal of the REST service.
+fn refusal(e: RestError) -> Refusal {
+    let code = match &e {
+        RestError::Body(_) => reason::PAYLOAD_FORMAT_INVALID,
+        RestError::Server(s) => match s {
+            ServerError::InvalidArgument(_) => reason::PAYLOAD_FORMAT_INVALID,
+            ServerError::NotFound(_) => reason::TOPIC_NAME_INVALID,
+            ServerError::Unauthenticated(_) | ServerError::PermissionDenied(_) => {
+                reason::NOT_AUTHORIZED
+            }
+            ServerError::ResourceExhausted(_)
+            | ServerError::Wal(sluice_wal::WalError::NoSpace { .. }) => reason::QUOTA_EXCEEDED,
+            _ => reason::UNSPECIFIED,
+        },
+        _ => reason::UNSPECIFIED,
+    };
+    Refusal::new(code, e.to_string())
+}

@@ -1,0 +1,542 @@
+"""MQTT front door (`sluice serve --mqtt-listen`) against a real `sluice serve`, with the
+`paho-mqtt` client (MQTT 5 and 3.1.1) and Debian's `mosquitto_pub`; rows read back with
+Python `deltalake` and `polars`.
+
+Contracts under test: a PUBACK (QoS 1) or PUBREC/PUBCOMP (QoS 2) means the records are
+durable, and they land in Delta exactly as published; a JSON object or an array of objects
+is records; credentials are a client id/secret or a Bearer token, refused with CONNACK 0x86
+(3.1.1: return code 4); a topic that is not a table, an unknown table or a second table on
+one connection gets 0x90, a table without a grant 0x87, a record that does not fit 0x99 with
+the field named (or lands in `_rescued_data` when the table has it) while other connections
+keep flowing; many device connections publish QoS 1 at once; a SIGKILL of the pod mid-run
+loses no PUBACKed record and duplicates none.
+"""
+
+import concurrent.futures
+import json
+import os
+import socket
+import signal
+import struct
+import subprocess
+import threading
+import time
+
+import paho.mqtt.client as mqtt
+import polars as pl
+import pytest
+import requests
+from deltalake import DeltaTable
+from paho.mqtt.enums import CallbackAPIVersion
+
+from conftest import CLIENT_ID, CLIENT_SECRET, Server, free_port
+
+COLUMNS = [{"name": "id", "type_text": "bigint", "type_name": "LONG", "nullable": False},
+           {"name": "temp", "type_text": "double", "type_name": "DOUBLE", "nullable": True}]
+TABLE = "main.mqtt.t"
+# Device connections of the concurrency test (the issue's number; lower it on a slow box).
+DEVICES = int(os.environ.get("SLUICE_TEST_MQTT_DEVICES", "1000"))
+
+
+class MqttServer(Server):
+    """A pod that also serves MQTT on its own port."""
+
+    def __init__(self, data_dir, extra=()):
+        self.mqtt_port = free_port()
+        super().__init__(data_dir, extra=("--mqtt-listen", f"127.0.0.1:{self.mqtt_port}", *extra))
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait(timeout=30)
+        self.log.close()
+
+
+def create_table(server, name=TABLE, properties=None):
+    body = {"name": name, "columns": COLUMNS}
+    if properties:
+        body["properties"] = properties
+    return server.api("POST", "", body)["storage_location"]
+
+
+def rows_in_delta(location, expect, timeout=30):
+    """The rows (sorted by id, as dicts of id and temp) once `expect` are there."""
+    deadline = time.time() + timeout
+    while True:
+        try:
+            df = pl.from_arrow(DeltaTable(location).to_pyarrow_table())
+        except Exception:  # no commit yet
+            df = None
+        n = 0 if df is None else df.height
+        if n >= expect or time.time() > deadline:
+            if df is None:
+                return []
+            return df.sort("id").select(["id", "temp"]).to_dicts()
+        time.sleep(0.2)
+
+
+class Device:
+    """A paho client that connects and publishes synchronously, keeping the reason codes."""
+
+    def __init__(self, port, version=mqtt.MQTTv5, username=CLIENT_ID, password=CLIENT_SECRET,
+                 client_id="", keepalive=30, tls_ca=None):
+        self.version = version
+        self.client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id,
+                                  protocol=version)
+        if tls_ca:
+            self.client.tls_set(ca_certs=tls_ca)
+        if username is not None:
+            self.client.username_pw_set(username, password)
+        self.connected = threading.Event()
+        self.disconnected = threading.Event()
+        self.connack = None
+        self.disconnect_reason = None
+        self.acks = {}
+        self.acked = threading.Condition()
+        self.client.on_connect = self._on_connect
+        self.client.on_disconnect = self._on_disconnect
+        self.client.on_publish = self._on_publish
+        self.port = port
+        self.keepalive = keepalive
+
+    def _on_connect(self, client, userdata, flags, reason_code, properties):
+        self.connack = (reason_code.value, getattr(properties, "ReasonString", None))
+        self.connected.set()
+
+    def _on_disconnect(self, client, userdata, flags, reason_code, properties):
+        self.disconnect_reason = (reason_code.value, getattr(properties, "ReasonString", None))
+        self.disconnected.set()
+        self.connected.set()
+
+    def _on_publish(self, client, userdata, mid, reason_code, properties):
+        with self.acked:
+            self.acks[mid] = (reason_code.value, getattr(properties, "ReasonString", None))
+            self.acked.notify_all()
+
+    def connect(self, timeout=30):
+        """The CONNACK reason code (v5) or return code (3.1.1) and reason string."""
+        self.client.connect("127.0.0.1", self.port, keepalive=self.keepalive)
+        self.client.loop_start()
+        assert self.connected.wait(timeout), "no CONNACK"
+        return self.connack
+
+    def publish_async(self, payload, qos=1, topic=TABLE):
+        data = payload if isinstance(payload, (bytes, str)) else json.dumps(payload)
+        return self.client.publish(topic, data, qos=qos).mid
+
+    def wait_ack(self, mid, timeout=30):
+        """The PUBACK/PUBCOMP reason code and string of `mid`."""
+        deadline = time.time() + timeout
+        with self.acked:
+            while mid not in self.acks:
+                left = deadline - time.time()
+                assert left > 0 and not self.disconnected.is_set(), (
+                    f"no ack for {mid}; disconnect {self.disconnect_reason}")
+                self.acked.wait(min(left, 0.2))
+            return self.acks[mid]
+
+    def publish(self, payload, qos=1, topic=TABLE, timeout=30):
+        return self.wait_ack(self.publish_async(payload, qos, topic), timeout)
+
+    def close(self):
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
+@pytest.fixture
+def server(tmp_path):
+    s = MqttServer(tmp_path)
+    yield s
+    s.stop()
+
+
+@pytest.mark.parametrize("version", [mqtt.MQTTv5, mqtt.MQTTv311], ids=["v5", "v311"])
+def test_paho_publishes_objects_and_arrays_at_every_qos_and_rows_read_back(server, version):
+    location = create_table(server)
+    device = Device(server.mqtt_port, version=version, client_id="sensor-1")
+    assert device.connect()[0] == 0
+    assert device.publish({"id": 1, "temp": 20.5}, qos=1)[0] == 0
+    assert device.publish([{"id": 2, "temp": 21.0}, {"id": 3}], qos=1)[0] == 0
+    assert device.publish({"id": 4, "temp": -3.25}, qos=2)[0] == 0  # PUBCOMP after PUBREC
+    mid = device.publish_async({"id": 5, "temp": 0.0}, qos=0)
+    # QoS 0 has no ack: a QoS 1 publish after it is answered after it (answers keep order).
+    assert device.publish({"id": 6}, qos=1)[0] == 0
+    device.close()
+    assert mid is not None
+    rows = rows_in_delta(location, 6)
+    assert rows == [{"id": 1, "temp": 20.5}, {"id": 2, "temp": 21.0}, {"id": 3, "temp": None},
+                    {"id": 4, "temp": -3.25}, {"id": 5, "temp": 0.0}, {"id": 6, "temp": None}]
+
+
+def test_mosquitto_pub_v5_and_v311_with_a_secret_or_a_bearer_token(server):
+    location = create_table(server)
+    base = ["mosquitto_pub", "-h", "127.0.0.1", "-p", str(server.mqtt_port), "-t", TABLE, "-d"]
+    runs = [
+        (["-V", "mqttv5", "-q", "1", "-u", CLIENT_ID, "-P", CLIENT_SECRET], {"id": 10, "temp": 1.5}),
+        (["-V", "mqttv311", "-q", "2", "-u", CLIENT_ID, "-P", CLIENT_SECRET], [{"id": 11}, {"id": 12}]),
+        (["-V", "mqttv5", "-q", "1", "-u", "anyone", "-P", "Bearer " + server.token()], {"id": 13}),
+    ]
+    for flags, payload in runs:
+        out = subprocess.run(base + flags + ["-m", json.dumps(payload)], capture_output=True,
+                             text=True, timeout=60)
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert "received PUBACK" in out.stdout or "received PUBCOMP" in out.stdout, out.stdout
+    bad = subprocess.run(base + ["-V", "mqttv5", "-q", "1", "-u", CLIENT_ID, "-P", "wrong",
+                                 "-m", "{}"], capture_output=True, text=True, timeout=60)
+    assert "received CONNACK (134)" in bad.stdout, bad.stdout
+    assert "Bad User Name or Password" in bad.stderr, bad.stderr
+    misfit = subprocess.run(base + ["-V", "mqttv5", "-q", "1", "-u", CLIENT_ID, "-P", CLIENT_SECRET,
+                                    "-m", '{"id": "x"}'], capture_output=True, text=True, timeout=60)
+    assert "RC:153" in misfit.stdout, misfit.stdout
+    assert "Payload format invalid" in misfit.stderr and "`id`" in misfit.stderr, misfit.stderr
+    assert [r["id"] for r in rows_in_delta(location, 4)] == [10, 11, 12, 13]
+
+
+def test_credentials_and_grants_are_refused_with_their_reason_codes(server):
+    location = create_table(server)
+    create_table(server, "main.mqtt.other")
+    # Wrong secret, unknown client, no password, a bad token: CONNACK 0x86 (3.1.1: 4).
+    for user, password in [(CLIENT_ID, "wrong"), ("nobody", "x" * 40), (CLIENT_ID, None),
+                           ("x", "Bearer not-a-token")]:
+        d = Device(server.mqtt_port, username=user, password=password)
+        code, why = d.connect()
+        assert code == 0x86 and why, (user, password, code, why)
+        d.client.loop_stop()
+        # paho reports 3.1.1 return codes as v5 reason codes: read the byte itself.
+        sock, connack = raw_connect(server.mqtt_port, version=4, user=user,
+                                    password=password or "", expect=None)
+        assert connack == b"\x20\x02\x00\x04", connack
+        assert read_all(sock) == b""
+    # A principal with MODIFY on TABLE only.
+    admin = {"Authorization": "Bearer " + server.token()}
+    created = requests.post(server.url + "/api/sluice/v1/principals", json={"name": "writer"},
+                            headers=admin, timeout=10).json()
+    r = requests.patch(server.url + "/api/2.1/unity-catalog/permissions/table/" + TABLE,
+                       json={"changes": [{"principal": "writer", "add": ["MODIFY"]}]},
+                       headers=admin, timeout=10)
+    assert r.status_code == 200, r.text
+    writer = Device(server.mqtt_port, username=created["client_id"],
+                    password=created["client_secret"])
+    assert writer.connect()[0] == 0
+    code, why = writer.publish({"id": 1}, topic="main.mqtt.other")
+    assert code == 0x87 and "holds no MODIFY on table `main.mqtt.other`" in why, (code, why)
+    assert writer.publish({"id": 1})[0] == 0
+    # One table per connection: a second table is refused, the first keeps working.
+    code, why = writer.publish({"id": 2}, topic="main.mqtt.other")
+    assert code == 0x90 and "one table per connection" in why, (code, why)
+    assert writer.publish({"id": 2})[0] == 0
+    writer.close()
+    # Not a table name, and a table that does not exist: 0x90.
+    d = Device(server.mqtt_port)
+    assert d.connect()[0] == 0
+    code, why = d.publish({"id": 9}, topic="sensors/room1")
+    assert code == 0x90 and "catalog.schema.table" in why, (code, why)
+    code, why = d.publish({"id": 9}, topic="main.mqtt.nope")
+    assert code == 0x90 and "does not exist" in why, (code, why)
+    d.close()
+    assert [r["id"] for r in rows_in_delta(location, 2)] == [1, 2]
+
+
+def test_a_misfit_record_gets_0x99_naming_the_field_while_another_connection_flows(server):
+    location = create_table(server)
+    rescued_location = create_table(server, "main.mqtt.rescued", {"sluice.rescuedData": "true"})
+    flowing = Device(server.mqtt_port)
+    assert flowing.connect()[0] == 0
+    mids = [flowing.publish_async({"id": 100 + i, "temp": float(i)}) for i in range(200)]
+    bad = Device(server.mqtt_port)
+    assert bad.connect()[0] == 0
+    code, why = bad.publish({"id": "seven", "temp": 1.0})
+    assert code == 0x99 and "`id`" in why, (code, why)
+    code, why = bad.publish(b"not json")
+    assert code == 0x99 and "JSON" in why, (code, why)
+    code, why = bad.publish([{"id": 1}, 5])
+    assert code == 0x99 and "record 1" in why, (code, why)
+    # The refused publishes cost the connection nothing: the next one is written.
+    assert bad.publish({"id": 99})[0] == 0
+    bad.close()
+    assert all(flowing.wait_ack(m)[0] == 0 for m in mids)
+    flowing.close()
+    rows = rows_in_delta(location, 201)
+    assert [r["id"] for r in rows] == [99] + list(range(100, 300))
+    # With `_rescued_data`, the misfit lands there instead.
+    rescuer = Device(server.mqtt_port)
+    assert rescuer.connect()[0] == 0
+    assert rescuer.publish({"id": 1, "temp": "warm"}, topic="main.mqtt.rescued")[0] == 0
+    rescuer.close()
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            df = pl.from_arrow(DeltaTable(rescued_location).to_pyarrow_table())
+            if df.height:
+                break
+        except Exception:
+            pass
+        time.sleep(0.2)
+    assert df.select(["id", "temp", "_rescued_data"]).to_dicts() == [
+        {"id": 1, "temp": None, "_rescued_data": '{"temp":"warm"}'}]
+
+
+def raw_connect(port, keepalive=0, version=5, user=CLIENT_ID, password=CLIENT_SECRET, expect=0):
+    """A socket after a hand-made CONNECT (for what no well-behaved client sends); with
+    `expect=None`, the socket and the CONNACK's bytes."""
+    def s(b):
+        return struct.pack(">H", len(b)) + b
+    flags = 0x02 | 0x80 | 0x40
+    var = s(b"MQTT") + bytes([version, flags]) + struct.pack(">H", keepalive)
+    if version == 5:
+        var += b"\x00"  # no properties
+    body = var + s(b"raw") + s(user.encode()) + s(password.encode())
+    assert len(body) < 128
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    sock.sendall(bytes([0x10, len(body)]) + body)
+    head = sock.recv(2)
+    assert head[:1] == b"\x20", head
+    connack = head + sock.recv(head[1])
+    if expect is None:
+        return sock, connack
+    assert connack[3] == expect, connack
+    return sock
+
+
+def read_all(sock):
+    out = b""
+    while True:
+        chunk = sock.recv(4096)
+        if not chunk:
+            return out
+        out += chunk
+
+
+def test_keep_alive_packet_size_and_malformed_packets_are_answered_then_closed(tmp_path):
+    server = MqttServer(tmp_path, extra=("--max-request-bytes", "1024", "--max-record-bytes", "1024"))
+    try:
+        create_table(server)
+        # Keep alive 1 s and silence: DISCONNECT 0x8D after 1.5 s.
+        sock = raw_connect(server.mqtt_port, keepalive=1)
+        started = time.time()
+        got = read_all(sock)
+        assert got[:1] == b"\xe0" and got[2] == 0x8D, got
+        assert 1.3 < time.time() - started < 10
+        # A packet over the maximum packet size (1024, advertised in CONNACK): 0x95.
+        sock = raw_connect(server.mqtt_port)
+        topic = TABLE.encode()
+        body = struct.pack(">H", len(topic)) + topic + b"\x00\x01\x00" + b"{" + b" " * 2000 + b"}"
+        length = len(body)
+        sock.sendall(bytes([0x32, (length & 0x7F) | 0x80, length >> 7]) + body)
+        got = read_all(sock)
+        assert got[:1] == b"\xe0" and got[2] == 0x95, got
+        # Garbage after CONNECT: DISCONNECT 0x81 Malformed packet.
+        sock = raw_connect(server.mqtt_port)
+        sock.sendall(b"\x00\x00")
+        got = read_all(sock)
+        assert got[:1] == b"\xe0" and got[2] == 0x81, got
+        # Not MQTT at all: closed without a word.
+        sock = socket.create_connection(("127.0.0.1", server.mqtt_port), timeout=30)
+        sock.sendall(b"GET / HTTP/1.1\r\n\r\n")
+        assert read_all(sock) == b""
+        # The pod still serves MQTT.
+        d = Device(server.mqtt_port)
+        assert d.connect()[0] == 0 and d.publish({"id": 1})[0] == 0
+        d.close()
+    finally:
+        server.stop()
+
+
+def test_a_redelivered_qos2_publish_is_written_once(server):
+    """QoS 2 by hand: PUBLISH id 5, PUBREC; the same PUBLISH again with DUP set (a client that
+    missed the PUBREC): PUBREC again, nothing written; PUBREL → PUBCOMP; a PUBREL of an id
+    never seen → PUBCOMP 0x92 Packet Identifier not found."""
+    location = create_table(server)
+    sock = raw_connect(server.mqtt_port)
+    topic = TABLE.encode()
+    body = struct.pack(">H", len(topic)) + topic + b"\x00\x05" + b"\x00" + b'{"id": 42}'
+
+    def answer():
+        """(packet type, packet id, reason code) of the next ack."""
+        head = sock.recv(2)
+        rest = sock.recv(head[1])
+        return head[0] >> 4, struct.unpack(">H", rest[:2])[0], rest[2] if len(rest) > 2 else 0
+
+    sock.sendall(bytes([0x34, len(body)]) + body)
+    assert answer() == (5, 5, 0)  # PUBREC id 5, success
+    sock.sendall(bytes([0x3C, len(body)]) + body)  # DUP
+    assert answer() == (5, 5, 0)
+    sock.sendall(b"\x62\x02\x00\x05")
+    assert answer() == (7, 5, 0)  # PUBCOMP id 5
+    sock.sendall(b"\x62\x02\x00\x09")
+    assert answer() == (7, 9, 0x92)
+    sock.sendall(b"\xe0\x00")
+    assert read_all(sock) == b""
+    # The same id after PUBCOMP is a new message: written.
+    d = Device(server.mqtt_port)
+    assert d.connect()[0] == 0 and d.publish({"id": 43}, qos=2)[0] == 0
+    d.close()
+    time.sleep(1)
+    assert [r["id"] for r in rows_in_delta(location, 2)] == [42, 43]
+
+
+def test_sigterm_answers_the_writes_under_way_then_disconnects_0x8b(tmp_path):
+    """A graceful stop: a connected device gets DISCONNECT 0x8B Server shutting down, and what
+    it had PUBACKed before is in Delta after the restart."""
+    server = MqttServer(tmp_path)
+    location = create_table(server)
+    d = Device(server.mqtt_port)
+    assert d.connect()[0] == 0 and d.publish({"id": 1})[0] == 0
+    sock = raw_connect(server.mqtt_port)
+    server.stop()
+    got = read_all(sock)
+    assert got[:1] == b"\xe0" and got[2] == 0x8B, got
+    assert d.disconnected.wait(30) and d.disconnect_reason[0] == 0x8B, d.disconnect_reason
+    d.client.loop_stop()
+    restarted = MqttServer(tmp_path)
+    try:
+        assert rows_in_delta(location, 1) == [{"id": 1, "temp": None}]
+    finally:
+        restarted.stop()
+
+
+def run_devices(port, first, count, per, release, close_at):
+    """Devices `first..first + count` (one paho client and thread each) connect, publish `per`
+    records QoS 1 each, wait for their PUBACKs, and stay connected until the file `release`
+    exists (or `close_at`). Runs in a
+    process of its own: paho's select() takes no file descriptor above 1023."""
+    def device(n):
+        d = Device(port, client_id=f"dev-{n}", keepalive=120)
+        code = d.connect(timeout=120)[0]
+        if code != 0:
+            return [code]
+        mids = [d.publish_async({"id": n * per + k, "temp": float(n)}) for k in range(per)]
+        codes = [d.wait_ack(m, timeout=300)[0] for m in mids]
+        while not os.path.exists(release) and time.time() < close_at:
+            time.sleep(0.2)
+        d.close()
+        return codes
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=count) as pool:
+        return list(pool.map(device, range(first, first + count)))
+
+
+def test_many_device_connections_publish_qos1_at_once(server, tmp_path):
+    """DEVICES connections publish 3 records QoS 1 each and are all open at once."""
+    location = create_table(server)
+    per, chunk = 3, 200
+    release = str(tmp_path / "release")
+    close_at = time.time() + 60 + DEVICES / 20
+    started = time.time()
+    with concurrent.futures.ProcessPoolExecutor(max_workers=(DEVICES + chunk - 1) // chunk) as pool:
+        futures = [pool.submit(run_devices, server.mqtt_port, first, min(chunk, DEVICES - first),
+                               per, release, close_at) for first in range(0, DEVICES, chunk)]
+        open_now = 0
+        while time.time() < close_at - 5 and open_now < DEVICES:
+            open_now = int(float(dict(
+                line.rsplit(" ", 1) for line in requests.get(server.url + "/metrics", timeout=10)
+                .text.splitlines() if line and not line.startswith("#")
+            ).get("sluice_mqtt_connections", "0")))
+            time.sleep(0.5)
+        open(release, "w").close()
+        results = [codes for f in futures for codes in f.result()]
+    elapsed = time.time() - started
+    assert open_now == DEVICES, f"{open_now} MQTT connections open at once, not {DEVICES}"
+    assert results == [[0] * per] * DEVICES
+    rows = rows_in_delta(location, DEVICES * per, timeout=120)
+    assert [r["id"] for r in rows] == list(range(DEVICES * per))
+    print(f"{DEVICES} devices x {per} QoS 1 records, all open at once: {elapsed:.1f} s")
+
+
+def test_sigkill_mid_run_loses_no_acked_record_and_duplicates_none(tmp_path):
+    """Devices publish QoS 1 and 2 with ids of their own; the pod is SIGKILLed mid-run and
+    restarted. Every acknowledged id is in Delta once; un-acknowledged ids are in it at most
+    once (nothing is resent, so there is nothing to duplicate)."""
+    server = MqttServer(tmp_path)
+    location = create_table(server)
+    acked = {}
+    sent = {}
+    stop = threading.Event()
+
+    def device(n, qos):
+        d = Device(server.mqtt_port, client_id=f"crash-{n}")
+        d.client.reconnect_delay_set(60, 60)
+        assert d.connect()[0] == 0
+        mine_acked, mine_sent = [], []
+        seq = 0
+        while not stop.is_set():
+            ids = [n * 1_000_000 + seq + k for k in range(5)]
+            seq += 5
+            mid = d.publish_async([{"id": i} for i in ids], qos=qos)
+            mine_sent += ids
+            try:
+                code = d.wait_ack(mid, timeout=5)[0]
+            except AssertionError:
+                break
+            if code == 0:
+                mine_acked += ids
+        d.client.loop_stop()
+        acked[n], sent[n] = mine_acked, mine_sent
+
+    threads = [threading.Thread(target=device, args=(n, 1 if n % 2 else 2)) for n in range(8)]
+    for t in threads:
+        t.start()
+    time.sleep(3)
+    server.kill()
+    stop.set()
+    for t in threads:
+        t.join(60)
+    all_acked = [i for ids in acked.values() for i in ids]
+    all_sent = {i for ids in sent.values() for i in ids}
+    assert len(all_acked) > 100, "the devices acked too little before the kill"
+    restarted = MqttServer(tmp_path)
+    try:
+        rows = rows_in_delta(location, len(all_acked), timeout=60)
+        ids = [r["id"] for r in rows]
+        assert len(ids) == len(set(ids)), "duplicates"
+        assert set(all_acked) <= set(ids), "acked records lost"
+        assert set(ids) <= all_sent
+        print(f"acked {len(all_acked)}, in Delta {len(ids)} (un-acked that landed: "
+              f"{len(ids) - len(all_acked)})")
+    finally:
+        restarted.stop()
+
+
+def test_tls_with_the_pods_certificate(tmp_path):
+    """With --tls-cert/--tls-key the MQTT port speaks TLS with the pod's certificate."""
+    from test_tls import make_certs
+    certs = make_certs(str(tmp_path))
+    port, mqtt_port = free_port(), free_port()
+    url = f"https://127.0.0.1:{port}"
+    binary = os.environ.get("SLUICE_BIN", "target/debug/sluice")
+    log = open(tmp_path / "server.log", "wb")
+    proc = subprocess.Popen(
+        [binary, "serve", "--data-dir", str(tmp_path / "pod"), "--listen", f"127.0.0.1:{port}",
+         "--mqtt-listen", f"127.0.0.1:{mqtt_port}", "--flush-interval", "200ms",
+         "--bootstrap-principal", f"{CLIENT_ID}:{CLIENT_SECRET}",
+         "--tls-cert", certs["server.pem"], "--tls-key", certs["server.key"]],
+        stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                if requests.get(url + "/healthz", verify=certs["ca.pem"], timeout=1).ok:
+                    break
+            except requests.RequestException:
+                pass
+            assert time.time() < deadline, (tmp_path / "server.log").read_text()
+            time.sleep(0.1)
+        token = requests.post(url + "/oidc/v1/token", data={"grant_type": "client_credentials"},
+                              auth=(CLIENT_ID, CLIENT_SECRET), verify=certs["ca.pem"],
+                              timeout=10).json()["access_token"]
+        location = requests.post(url + "/api/2.1/unity-catalog/tables",
+                                 json={"name": TABLE, "columns": COLUMNS},
+                                 headers={"Authorization": "Bearer " + token},
+                                 verify=certs["ca.pem"], timeout=10).json()["storage_location"]
+        d = Device(mqtt_port, tls_ca=certs["ca.pem"])
+        assert d.connect()[0] == 0
+        assert d.publish({"id": 7, "temp": 7.5})[0] == 0
+        d.close()
+        # A plain-text client of the TLS port gets no CONNACK.
+        sock = socket.create_connection(("127.0.0.1", mqtt_port), timeout=30)
+        sock.sendall(b"\x10\x0c\x00\x04MQTT\x05\x02\x00\x00\x00\x00\x00")
+        assert read_all(sock)[:1] != b"\x20"
+        assert rows_in_delta(location, 1) == [{"id": 7, "temp": 7.5}]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+        log.close()
