@@ -69,7 +69,15 @@ async fn given_a_cluster_under_load_when_a_pod_joins_one_drains_and_one_is_kille
     let (etcd, [mut pod_a, mut pod_b, mut pod_c]) =
         start_cluster(root, ["pod-a", "pod-b", "pod-c"], FLUSH, DRAIN_GRACE).await;
     let join = etcd.join.clone();
-    let router = Router::start(&root.join("router"), &join).await;
+    // Least-loaded placement: the joining pod (no streams) must get the next streams. With
+    // the default power-of-two choice a new stream only meets it in half of the draws, so
+    // all six later streams missed it in a rare run.
+    let router = Router::start_with(
+        &root.join("router"),
+        &join,
+        &["--placement", "least-loaded"],
+    )
+    .await;
 
     // The tables API through the router; the table is then visible on every pod.
     let table = "main.cluster.records";
@@ -124,8 +132,25 @@ async fn given_a_cluster_under_load_when_a_pod_joins_one_drains_and_one_is_kille
         p.iter().any(|x| x["id"] == "pod-d")
     })
     .await;
-    // Let the router's view (refreshed every 250 ms) include it.
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    // Wait until the router's view (refreshed every 250 ms; later under a loaded machine)
+    // counts it as placeable, so the streams opened next can land on it.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let body = reqwest::get(format!("{}/readyz", router.url))
+            .await
+            .expect("router /readyz")
+            .text()
+            .await
+            .expect("router /readyz body");
+        if body.contains(r#""placeable_pods":4"#) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the router never saw 4 placeable pods: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     for (s, ledger) in new_ledgers(LATER_STREAMS, &mut ledgers) {
         let stream = open_stream(&sdk, table, &ledger).await;
         producers.push(tokio::spawn(produce(stream, s, ledger, Arc::clone(&stop))));
