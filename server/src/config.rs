@@ -119,6 +119,8 @@ pub struct ServeConfig {
     /// (`--otlp-traces-table`, `--otlp-logs-table`, `--otlp-metrics-table`). Default: none
     /// (the header is required).
     pub otlp_tables: DefaultTables,
+    /// The Kafka producer listener (`--kafka-listen`, `--kafka-advertise`). Default: none.
+    pub kafka: Option<KafkaConfig>,
 }
 
 /// The tables a request without the table header goes to, per signal
@@ -131,6 +133,16 @@ pub struct DefaultTables {
     pub logs: Option<String>,
     /// Metric data points.
     pub metrics: Option<String>,
+}
+
+/// Where the Kafka listener binds and what its Metadata advertises (`crate::kafka`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KafkaConfig {
+    /// `--kafka-listen`.
+    pub listen: SocketAddr,
+    /// `--kafka-advertise HOST:PORT`. Default: the listen address (the host name when
+    /// it is 0.0.0.0 or ::).
+    pub advertise: Option<String>,
 }
 
 /// How a pod takes part in a cluster (`sluice serve --join etcd://…`).
@@ -173,6 +185,7 @@ impl ServeConfig {
             tls: None,
             audit_table: None,
             otlp_tables: DefaultTables::default(),
+            kafka: None,
             limits: crate::limits::Limits::default(),
             wal_fsync: true,
             wal_segment_bytes: 64 << 20,

@@ -35,7 +35,19 @@ pub async fn run(
         .map(crate::listener::load_tls)
         .transpose()?;
     let options = crate::listener::ServeOptions::new(&config, tls);
+    let kafka = match &config.kafka {
+        Some(k) => Some((k.clone(), crate::kafka::bind(k).await?)),
+        None => None,
+    };
     let pod = Pod::start(config).await?;
+    if let Some((k, listener)) = kafka {
+        let pod = pod.clone();
+        tokio::spawn(async move {
+            if let Err(e) = crate::kafka::serve(pod, k, listener).await {
+                tracing::error!("the Kafka listener stopped: {e}");
+            }
+        });
+    }
     let addr = listener
         .local_addr()
         .map_err(|e| ServerError::io("reading the listen address", e))?;
