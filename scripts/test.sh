@@ -5,7 +5,8 @@
 #     (etcdctl, which the etcd-auth tests use to create users and enable auth) and libfuse2
 #     (the FUSE library fusepy drives: tests/fuse/faulty_fs.py, the WAL's fdatasync-error
 #     test; as root it mounts without fusermount) and prometheus (its `promtool check rules`
-#     checks deploy/prometheus/alerts.yaml in tests/python/test_dashboards.py);
+#     checks deploy/prometheus/alerts.yaml in tests/python/test_dashboards.py) and kcat
+#     (the Kafka CLI producer of tests/python/test_kafka.py);
 #   - a Python virtualenv (.venv) with the official Python Zerobus SDK,
 #     deltalake, polars, pytest, moto's S3 server and fusepy (tests/python/requirements.txt);
 #     the Rust integration tests start their own `moto_server` processes from it
@@ -25,6 +26,7 @@ command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
 ldconfig -p 2>/dev/null | grep 'libfuse\.so\.2 ' >/dev/null || missing+=(libfuse2)
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
+command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 if [ ${#missing[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" = 0 ] || sudo=sudo

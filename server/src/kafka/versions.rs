@@ -22,8 +22,9 @@ pub fn served(api: ApiKey) -> Option<VersionRange> {
         ApiKey::Produce => (3, 12),
         ApiKey::Metadata => (0, 12),
         ApiKey::ApiVersions => (0, 4),
-        // v0 sends the SASL tokens without SaslAuthenticate framing: not served.
-        ApiKey::SaslHandshake => (1, 1),
+        // v0 is listed because librdkafka 2.0 turns SASL off without it; its raw token
+        // exchange (no SaslAuthenticate framing) is not served: that connection closes.
+        ApiKey::SaslHandshake => (0, 1),
         ApiKey::SaslAuthenticate => (0, 2),
         ApiKey::InitProducerId => (0, 5),
         _ => return None,
