@@ -266,6 +266,7 @@ async fn kafka_answers_on_the_wire_and_idempotence_survives_a_sigkill() {
         .produce(TABLE, 0, batch(pid, 0, 5, &[br#"{"id":5}"#]))
         .await;
     assert_eq!(gap.0, 45, "OUT_OF_ORDER_SEQUENCE_NUMBER: {gap:?}");
+    let gap_message = gap.1.clone();
     assert!(gap.1.expect("message").contains("expected sequence 3"));
     let invalid = raw
         .produce(
@@ -275,10 +276,10 @@ async fn kafka_answers_on_the_wire_and_idempotence_survives_a_sigkill() {
         )
         .await;
     assert_eq!(invalid.0, 87, "INVALID_RECORD: {invalid:?}");
-    let message = invalid.1.expect("message");
+    let invalid_message = invalid.1.expect("message");
     assert!(
-        message.starts_with("record 1: ") && message.contains("`id`"),
-        "{message}"
+        invalid_message.starts_with("record 1: ") && invalid_message.contains("`id`"),
+        "{invalid_message}"
     );
     assert_eq!(invalid.2, vec![1]);
     let not_json = raw
@@ -344,6 +345,15 @@ async fn kafka_answers_on_the_wire_and_idempotence_survives_a_sigkill() {
         0
     );
     server.terminate();
+    for (what, message) in [
+        ("bad secret", Some(message.clone())),
+        ("sequence gap", gap_message.clone()),
+        ("invalid record", Some(invalid_message.clone())),
+        ("too large", too_large.1.clone()),
+        ("fenced", fenced.1.clone()),
+    ] {
+        eprintln!("| {what} | {} |", message.unwrap_or_default());
+    }
 
     let mut ids: Vec<i64> = read_delta(&location)
         .await
