@@ -1,7 +1,7 @@
 //! A Kafka client's bytes as the pod's Kafka listener reads them: one request frame
 //! (header and body of the APIs served) and, for a Produce, each partition's record batch
 //! with its records decompressed by Sluice's bounded readers. `server/src/kafka/decode.rs`
-//! is compiled here as is. The first byte picks the entry (a whole request, or a bare
+//! (with `bounds.rs`) is compiled here as is. The first byte picks the entry (a whole request, or a bare
 //! record batch), the rest is the input; nothing may panic, a batch never inflates past
 //! the limit, and a decoded batch holds no more records than its bytes can carry.
 
@@ -12,6 +12,9 @@ use kafka_protocol::messages::{ApiKey, RequestKind};
 use kafka_protocol::protocol::VersionRange;
 use libfuzzer_sys::fuzz_target;
 
+#[path = "../../src/kafka/bounds.rs"]
+#[allow(dead_code)]
+mod bounds;
 #[path = "../../src/kafka/decode.rs"]
 #[allow(dead_code)]
 mod decode;

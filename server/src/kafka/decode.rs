@@ -3,8 +3,10 @@
 //! records decompressed by Sluice's own bounded readers: gzip, snappy raw or xerial-framed,
 //! LZ4 frames, zstd). Nothing here allocates more than the caller's limit because of what a
 //! stranger wrote: a batch inflates to at most `limit` bytes and its record count is checked
-//! against the bytes before any record is decoded. No dependency on the rest of the pod:
-//! the `kafka_request` fuzz target compiles this file as is.
+//! against the bytes before any record is decoded; array counts, lengths and header counts
+//! are checked against the bytes by [`super::bounds`] before the crate reserves them. No
+//! dependency on the rest of the pod: the `kafka_request` fuzz target compiles this file
+//! (and `bounds.rs`) as is.
 
 use std::io::Read;
 
@@ -76,6 +78,7 @@ pub fn decode_request(
     let version = header.request_api_version;
     let body = match served(api) {
         Some(range) if version >= range.min && version <= range.max => {
+            super::bounds::check(api, version, &buf).map_err(|e| malformed("request", e))?;
             Some(RequestKind::decode(api, &mut buf, version).map_err(|e| malformed("request", e))?)
         }
         _ => None,
@@ -155,6 +158,7 @@ pub fn decode_batch(data: Bytes, limit: usize) -> Result<Batch, DecodeError> {
                 out.len()
             );
         }
+        super::bounds::check_records(&out, count).map_err(anyhow::Error::msg)?;
         Ok(out)
     };
     let set = RecordBatchDecoder::decode_with_custom_compression(&mut buf, Some(bounded)).map_err(
@@ -359,5 +363,21 @@ mod tests {
         wire[17..21].copy_from_slice(&crc.to_be_bytes());
         let e = decode_batch(wire.freeze(), 1 << 20).expect_err("refused");
         assert!(e.to_string().contains("cannot fit"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod fuzz_finds {
+    use super::*;
+
+    #[test]
+    fn a_metadata_request_announcing_2_pow_31_topics_is_refused_without_allocating() {
+        // Found by the kafka_request fuzz target: the crate reserved 110 GB and aborted.
+        let frame = Bytes::from_static(&[
+            0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 91, 91, 91, 0, 0, 0, 0, 48, 0, 0, 0, 0,
+        ]);
+        let e =
+            decode_request(frame, |_| Some(VersionRange { min: 0, max: 12 })).expect_err("refused");
+        assert!(e.to_string().contains("elements"), "{e}");
     }
 }

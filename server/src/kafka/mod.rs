@@ -3,7 +3,8 @@
 //! the same tokens, grants, WAL, ack rule and Delta sink as streams. Wire types come from
 //! the `kafka-protocol` crate; the broker behaviour is here:
 //!
-//! - [`decode`]: request frames and record batches (bounded decompression; fuzzed).
+//! - [`decode`]: request frames and record batches (bounded decompression; fuzzed),
+//!   [`bounds`]: sizes checked before the crate allocates.
 //! - [`versions`]: the APIs served (ApiVersions, Metadata, SaslHandshake,
 //!   SaslAuthenticate, InitProducerId, Produce) and their versions.
 //! - [`sasl`]: PLAIN (client id / secret) and OAUTHBEARER (a Sluice token).
@@ -12,6 +13,7 @@
 //! - [`producers`]: idempotent producers on the persistent-stream watermark.
 //! - [`connection`]: one client connection, answers in request order.
 
+pub mod bounds;
 pub mod connection;
 pub mod decode;
 pub mod metadata;
