@@ -7,7 +7,8 @@
 #     test; as root it mounts without fusermount) and prometheus (its `promtool check rules`
 #     checks deploy/prometheus/alerts.yaml in tests/python/test_dashboards.py) and chromium
 #     (the headless browser tests/python/test_status_page.py loads the status page in) and
-#     mosquitto-clients (mosquitto_pub, a real MQTT client of tests/python/test_mqtt.py);
+#     mosquitto-clients (mosquitto_pub, a real MQTT client of tests/python/test_mqtt.py) and
+#     kcat (the Kafka CLI producer of tests/python/test_kafka.py);
 #   - a Python virtualenv (.venv) with the official Python Zerobus SDK,
 #     deltalake, polars, pytest, moto's S3 server and fusepy (tests/python/requirements.txt);
 #     the Rust integration tests start their own `moto_server` processes from it
@@ -27,6 +28,7 @@ command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
 ldconfig -p 2>/dev/null | grep 'libfuse\.so\.2 ' >/dev/null || missing+=(libfuse2)
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
+command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 command -v mosquitto_pub >/dev/null 2>&1 || missing+=(mosquitto-clients)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 # kubectl renders the kustomizations in tests/python/test_deploy.py; Debian does not package
@@ -60,7 +62,7 @@ fi
 cargo fmt --all --check
 cargo fmt --manifest-path interop/sdk3/Cargo.toml --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
-cargo clippy -p sluice-bench --all-targets --locked --features e2e,decoders,sinkbench,walbench,formatbench,otlpbench,sdkbench -- -D warnings
+cargo clippy -p sluice-bench --all-targets --locked --features e2e,decoders,sinkbench,walbench,formatbench,otlpbench,sdkbench,kafkabench -- -D warnings
 
 # No import cycles between the modules of any crate (exit 1 and the cycle on one).
 for crate in proto zeroparser wal status router server sdk bench; do

@@ -122,6 +122,8 @@ pub struct ServeConfig {
     /// Serve MQTT 3.1.1/5.0 on this address too (`--mqtt-listen`; TLS with `tls` when
     /// set). Default: none.
     pub mqtt_listen: Option<SocketAddr>,
+    /// The Kafka producer listener (`--kafka-listen`, `--kafka-advertise`). Default: none.
+    pub kafka: Option<KafkaConfig>,
 }
 
 /// The tables a request without the table header goes to, per signal
@@ -134,6 +136,16 @@ pub struct DefaultTables {
     pub logs: Option<String>,
     /// Metric data points.
     pub metrics: Option<String>,
+}
+
+/// Where the Kafka listener binds and what its Metadata advertises (`crate::kafka`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KafkaConfig {
+    /// `--kafka-listen`.
+    pub listen: SocketAddr,
+    /// `--kafka-advertise HOST:PORT`. Default: the listen address (the host name when
+    /// it is 0.0.0.0 or ::).
+    pub advertise: Option<String>,
 }
 
 /// How a pod takes part in a cluster (`sluice serve --join etcd://…`).
@@ -176,6 +188,7 @@ impl ServeConfig {
             tls: None,
             audit_table: None,
             otlp_tables: DefaultTables::default(),
+            kafka: None,
             limits: crate::limits::Limits::default(),
             wal_fsync: true,
             wal_segment_bytes: 64 << 20,

@@ -25,6 +25,7 @@ pub mod health;
 pub mod http;
 pub mod ingest;
 pub mod journal;
+pub mod kafka;
 pub mod limits;
 pub mod listener;
 pub mod metrics_export;

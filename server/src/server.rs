@@ -43,11 +43,23 @@ pub async fn run(
         ),
         None => None,
     };
+    let kafka = match &config.kafka {
+        Some(k) => Some((k.clone(), crate::kafka::bind(k).await?)),
+        None => None,
+    };
     let pod = Pod::start(config).await?;
     let mqtt = mqtt_listener.map(|listener| {
         tracing::info!(addr = ?listener.local_addr().ok(), tls = options.tls.is_some(), "sluice is serving MQTT");
         tokio::spawn(crate::mqtt::serve(listener, pod.clone(), options.tls.clone()))
     });
+    if let Some((k, listener)) = kafka {
+        let pod = pod.clone();
+        tokio::spawn(async move {
+            if let Err(e) = crate::kafka::serve(pod, k, listener).await {
+                tracing::error!("the Kafka listener stopped: {e}");
+            }
+        });
+    }
     let addr = listener
         .local_addr()
         .map_err(|e| ServerError::io("reading the listen address", e))?;

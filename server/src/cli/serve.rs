@@ -117,6 +117,13 @@ pub struct ServeArgs {
     /// Table of OTLP metric data points sent without the table header.
     #[arg(long, value_parser = parse_table_name)]
     otlp_metrics_table: Option<String>,
+    /// Serve the Kafka producer protocol on this address too (e.g. 127.0.0.1:9092).
+    #[arg(long)]
+    kafka_listen: Option<std::net::SocketAddr>,
+    /// HOST:PORT Kafka clients are told to connect to (Metadata). Default: the
+    /// --kafka-listen address (the host name if it is 0.0.0.0).
+    #[arg(long, requires = "kafka_listen")]
+    kafka_advertise: Option<String>,
     /// When draining, how long producers get to move their streams away.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     drain_grace: Duration,
@@ -180,6 +187,12 @@ impl From<ServeArgs> for ServeConfig {
                 metrics: args.otlp_metrics_table,
             },
             mqtt_listen: args.mqtt_listen,
+            kafka: args
+                .kafka_listen
+                .map(|listen| sluice_server::kafka::KafkaConfig {
+                    listen,
+                    advertise: args.kafka_advertise,
+                }),
             ..ServeConfig::new(args.data_dir)
         }
     }

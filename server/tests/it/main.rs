@@ -30,6 +30,7 @@ mod flight;
 mod harness;
 mod health;
 mod id_v;
+mod kafka_raw;
 mod ledger;
 mod limits;
 mod log_format;
