@@ -422,7 +422,16 @@ proptest! {
         match (apache(&s.schema, &datum), ours) {
             (Some(value), Ok(())) => {
                 let batch = builder.finish();
-                prop_assert_eq!(row(&batch, 0), expected_row(&value));
+                // A changed byte can turn a uuid string's hex digit upper case: zeroparser
+                // keeps the string as sent, apache-avro parses it and prints it lower case.
+                let u = batch.schema().index_of("u").expect("column u");
+                let (mut got, mut want) = (row(&batch, 0), expected_row(&value));
+                for r in [&mut got, &mut want] {
+                    if let Some(V::Str(s)) = r.get_mut(u) {
+                        *s = s.to_ascii_lowercase();
+                    }
+                }
+                prop_assert_eq!(got, want);
             }
             (None, Ok(())) => prop_assert!(false, "zeroparser accepted a datum apache-avro refuses"),
             (Some(_), Err(e)) => prop_assert!(intended_difference(e.kind()), "only zeroparser refused: {e}"),
