@@ -284,6 +284,19 @@ impl Timeline {
         self.start.elapsed().as_nanos() as u64
     }
 
+    /// `(offset, sent ns, acked ns)` of every acked record, in offset order, up to the first
+    /// offset never sent.
+    pub fn acked_records(&self) -> impl Iterator<Item = (usize, u64, u64)> + '_ {
+        self.sent
+            .iter()
+            .zip(&self.acked)
+            .map(|(s, a)| (s.load(Ordering::Relaxed), a.load(Ordering::Relaxed)))
+            .take_while(|&(sent, _)| sent != 0)
+            .enumerate()
+            .filter(|&(_, (_, acked))| acked != 0)
+            .map(|(offset, (sent, acked))| (offset, sent, acked))
+    }
+
     /// Notes that `offset` was queued now.
     pub fn mark_sent(&self, offset: usize) {
         if let Some(slot) = self.sent.get(offset) {
@@ -321,5 +334,21 @@ impl AckCallback for AckTimes {
     }
     fn on_error(&self, offset: OffsetId, error_message: &str) {
         eprintln!("record {offset} failed: {error_message}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn acked_records_skip_unacked_offsets_and_stop_at_the_first_unsent() {
+        let tl = Timeline::new(Instant::now(), 6);
+        for (offset, sent, acked) in [(0, 10, 15), (1, 11, 0), (2, 12, 30), (4, 14, 40)] {
+            tl.sent[offset].store(sent, Ordering::Relaxed);
+            tl.acked[offset].store(acked, Ordering::Relaxed);
+        }
+        let got: Vec<_> = tl.acked_records().collect();
+        assert_eq!(got, [(0, 10, 15), (2, 12, 30)]);
     }
 }

@@ -380,23 +380,30 @@ mod tests {
         assert_eq!(rest, [1, 2, 3, 4]);
     }
 
-    #[tokio::test]
-    async fn a_corrupted_older_segment_refuses_to_open_naming_it() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut spool = Spool::open(small(dir.path())).expect("open");
+    /// Spools `n` copies of `record` into `dir`, waits until they are durable, closes the
+    /// spool and returns its segment files, oldest first.
+    async fn spooled_and_closed(dir: &std::path::Path, n: i64, record: &[u8]) -> Vec<PathBuf> {
+        let mut spool = Spool::open(small(dir)).expect("open");
         let mut last = 0;
-        for seq in 0..200 {
-            last = put(&mut spool, seq, &[b'a'; 64]).await;
+        for seq in 0..n {
+            last = put(&mut spool, seq, record).await;
         }
         durable(&spool, last).await;
         spool.close().expect("close");
         drop(spool);
-        let mut segments: Vec<PathBuf> = std::fs::read_dir(dir.path())
+        let mut segments: Vec<PathBuf> = std::fs::read_dir(dir)
             .expect("ls")
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.to_string_lossy().ends_with(".wal"))
             .collect();
         segments.sort();
+        segments
+    }
+
+    #[tokio::test]
+    async fn a_corrupted_older_segment_refuses_to_open_naming_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let segments = spooled_and_closed(dir.path(), 200, &[b'a'; 64]).await;
         assert!(segments.len() >= 3, "{segments:?}");
         // Flip one byte in the middle of the first (not newest) segment.
         let victim = &segments[0];
@@ -417,20 +424,7 @@ mod tests {
     #[tokio::test]
     async fn a_torn_tail_is_cut_and_the_records_before_it_kept() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut spool = Spool::open(small(dir.path())).expect("open");
-        let mut last = 0;
-        for seq in 0..10 {
-            last = put(&mut spool, seq, &[b'b'; 32]).await;
-        }
-        durable(&spool, last).await;
-        spool.close().expect("close");
-        drop(spool);
-        let mut segments: Vec<PathBuf> = std::fs::read_dir(dir.path())
-            .expect("ls")
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.to_string_lossy().ends_with(".wal"))
-            .collect();
-        segments.sort();
+        let segments = spooled_and_closed(dir.path(), 10, &[b'b'; 32]).await;
         let newest = segments.last().expect("a segment");
         let mut bytes = std::fs::read(newest).expect("read");
         // The last frame's final byte (frames follow a header; 10 frames of 9 + 40 bytes).

@@ -14,7 +14,6 @@
 //! stream (default 10 000). A debug build only smoke-tests it: its figures are no results.
 
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -195,15 +194,7 @@ async fn run_scenario(opts: &Options, sdk: Sdk, streams: usize) -> Result<Outcom
     let record_bytes = record(0, &padding()).len() as u64;
     let (mut records, mut ack_ms) = (0u64, Samples::new());
     for tl in &timelines {
-        for offset in 0..CAPACITY {
-            let sent = tl.sent[offset].load(Ordering::Relaxed);
-            if sent == 0 {
-                break;
-            }
-            let acked = tl.acked[offset].load(Ordering::Relaxed);
-            if acked == 0 {
-                continue;
-            }
+        for (_, sent, acked) in tl.acked_records() {
             if acked <= window_ns {
                 records += 1;
             }

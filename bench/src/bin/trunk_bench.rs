@@ -145,15 +145,7 @@ async fn run_scenario(opts: &Options, streams: usize) -> Result<ScenarioResult> 
     let mut ack_ms = Samples::new();
     let mut fresh_ms = Samples::new();
     for (s, tl) in timelines.iter().enumerate() {
-        for offset in 0..TIMELINE_CAPACITY {
-            let sent = tl.sent[offset].load(Ordering::Relaxed);
-            if sent == 0 {
-                break;
-            }
-            let acked = tl.acked[offset].load(Ordering::Relaxed);
-            if acked == 0 {
-                continue;
-            }
+        for (offset, sent, acked) in tl.acked_records() {
             if acked <= window_ns {
                 records += 1;
             }
