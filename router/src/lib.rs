@@ -8,7 +8,8 @@
 //! - [`proxy`]: `sluice router`, the HTTP/2 pass-through that places each new
 //!   `EphemeralStream` on a pod and relays its frames both ways without decoding records;
 //!   [`ops`] is what the router answers itself (`/healthz`, `/readyz`, `/metrics`), and
-//!   [`status_page`] its status page of the whole cluster (`GET /`).
+//!   [`status_page`] its status page of the whole cluster (`GET /`); [`tcp_front`] places
+//!   each MQTT or Kafka TCP connection like a stream and relays its bytes to the pod.
 //!
 //! Underneath [`meta`], [`etcd`] is Sluice's own small etcd v3 client (KV, watch, lease)
 //! over the etcd code that `sluice-proto` generates with its vendored protoc.
@@ -25,8 +26,9 @@ pub mod pod_record;
 pub mod proxy;
 pub mod registration;
 pub mod status_page;
+pub mod tcp_front;
 
 pub use error::{Result, RouterError};
 pub use meta::Meta;
 pub use placement::Policy;
-pub use pod_record::{Load, PodRecord, PodState};
+pub use pod_record::{Load, PodAddrs, PodRecord, PodState};

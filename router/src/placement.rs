@@ -127,6 +127,8 @@ mod tests {
                 ..Load::default()
             },
             reported_at_ms: 0,
+            mqtt_addr: None,
+            kafka_addr: None,
         }
     }
 

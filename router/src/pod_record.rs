@@ -44,6 +44,24 @@ pub struct PodRecord {
     pub load: Load,
     /// When the report was written, milliseconds since the Unix epoch.
     pub reported_at_ms: i64,
+    /// Where its MQTT listener is (`HOST:PORT`), if it serves MQTT: routers relay MQTT
+    /// connections there. Absent in records of pods that predate it (read as none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mqtt_addr: Option<String>,
+    /// Where its Kafka listener is (`HOST:PORT`), if it serves Kafka producers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kafka_addr: Option<String>,
+}
+
+/// Where a pod is reached: its gRPC/HTTP URL and its optional TCP front doors.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PodAddrs {
+    /// The gRPC and HTTP URL (`http://127.0.0.1:50051`).
+    pub url: String,
+    /// The MQTT listener, `HOST:PORT`.
+    pub mqtt: Option<String>,
+    /// The Kafka listener, `HOST:PORT`.
+    pub kafka: Option<String>,
 }
 
 impl PodRecord {
@@ -60,4 +78,30 @@ pub fn now_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record written by a pod without the front-door fields still decodes, and a record
+    /// without them is written without them (older routers read it unchanged).
+    #[test]
+    fn the_front_door_addresses_are_optional_both_ways() {
+        let old = r#"{"id":"p","addr":"http://h:1","state":"ready","load":{"open_streams":0,
+            "ingress_bytes_per_sec":0.0,"cpu_cores":0.0,"wal_queue_bytes":0,"memtable_bytes":0},
+            "reported_at_ms":5}"#;
+        let record: PodRecord = serde_json::from_str(old).expect("old record");
+        assert_eq!((record.mqtt_addr, record.kafka_addr), (None, None));
+        let mut with = serde_json::from_str::<PodRecord>(old).expect("old record");
+        let text = serde_json::to_string(&with).expect("json");
+        assert!(
+            !text.contains("mqtt_addr") && !text.contains("kafka_addr"),
+            "{text}"
+        );
+        with.kafka_addr = Some("h:9092".into());
+        let back: PodRecord =
+            serde_json::from_str(&serde_json::to_string(&with).expect("json")).expect("back");
+        assert_eq!(back.kafka_addr.as_deref(), Some("h:9092"));
+    }
 }

@@ -152,7 +152,14 @@ impl Router {
 
     /// Chooses the pod for a new stream and counts the placement.
     pub fn place_stream(&self) -> Option<PodRecord> {
-        let candidates = self.placeable();
+        self.place_where(|_| true)
+    }
+
+    /// Chooses the pod for a new stream (or relayed TCP connection) among the placeable
+    /// pods that `eligible` accepts, and counts the placement.
+    pub fn place_where(&self, eligible: impl Fn(&PodRecord) -> bool) -> Option<PodRecord> {
+        let mut candidates = self.placeable();
+        candidates.retain(|p| eligible(p));
         let mut view = self.view();
         let chosen = self.placer.choose(&candidates, &view.placed)?.clone();
         *view.placed.entry(chosen.id.clone()).or_insert(0) += 1;
@@ -169,7 +176,8 @@ impl Router {
         candidates.get(i % candidates.len()).cloned()
     }
 
-    fn mark_suspect(&self, id: &str) {
+    /// Skips pod `id` for [`SUSPECT_FOR`] (it refused a connection).
+    pub fn mark_suspect(&self, id: &str) {
         self.view().suspect.insert(id.to_string(), Instant::now());
     }
 
@@ -255,6 +263,16 @@ impl Router {
     }
 }
 
+impl crate::tcp_front::Places for Router {
+    fn place_where(&self, eligible: &dyn Fn(&PodRecord) -> bool) -> Option<PodRecord> {
+        Router::place_where(self, eligible)
+    }
+
+    fn mark_suspect(&self, id: &str) {
+        Router::mark_suspect(self, id)
+    }
+}
+
 impl crate::status_page::ClusterView for Router {
     fn pods(&self) -> Vec<PodRecord> {
         self.view().pods.clone()
@@ -336,9 +354,11 @@ pub async fn follow_membership(router: Arc<Router>, meta: Meta) {
     }
 }
 
-/// Serves the router on `listener` until `shutdown` resolves.
+/// Serves the router on `listener` (and the TCP front doors `fronts`, each connection
+/// placed and relayed by [`crate::tcp_front`]) until `shutdown` resolves.
 pub async fn run(
     listener: TcpListener,
+    fronts: Vec<crate::tcp_front::TcpFront>,
     meta: Meta,
     policy: Policy,
     render_metrics: RenderMetrics,
@@ -351,6 +371,10 @@ pub async fn run(
     let sampler = tokio::spawn(crate::status_page::ClusterStatus::run_sampler(
         router.clone(),
     ));
+    let front_doors: Vec<_> = fronts
+        .into_iter()
+        .map(|front| tokio::spawn(crate::tcp_front::serve(router.clone(), front)))
+        .collect();
     let addr: Option<SocketAddr> = listener.local_addr().ok();
     tracing::info!(?addr, ?policy, "sluice router is serving");
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
@@ -393,6 +417,9 @@ pub async fn run(
     }
     membership.abort();
     sampler.abort();
+    for front in front_doors {
+        front.abort();
+    }
     Ok(())
 }
 

@@ -10,7 +10,7 @@ use tokio::task::JoinHandle;
 
 use crate::error::Result;
 use crate::meta::Meta;
-use crate::pod_record::{now_ms, Load, PodRecord, PodState};
+use crate::pod_record::{now_ms, Load, PodAddrs, PodRecord, PodState};
 
 /// How often the load report is rewritten (and the lease kept alive).
 pub const REPORT_INTERVAL: Duration = Duration::from_secs(1);
@@ -31,21 +31,24 @@ struct Shared {
 }
 
 impl Registration {
-    /// Registers pod `id` at `addr` (a URL) and starts reporting `load()` every second.
+    /// Registers pod `id` at `addrs` (its URL and front doors) and starts reporting
+    /// `load()` every second.
     pub async fn start(
         meta: Meta,
         id: String,
-        addr: String,
+        addrs: PodAddrs,
         load: impl Fn() -> Load + Send + 'static,
     ) -> Result<Registration> {
         meta.clear_drain(&id).await?;
         let lease = meta.client().lease_grant(LEASE_TTL_SECS).await?;
         let record = PodRecord {
             id,
-            addr,
+            addr: addrs.url,
             state: PodState::Ready,
             load: load(),
             reported_at_ms: now_ms(),
+            mqtt_addr: addrs.mqtt,
+            kafka_addr: addrs.kafka,
         };
         meta.put_pod(&record, lease).await?;
         tracing::info!(pod = %record.id, addr = %record.addr, lease, "registered in the meta store");

@@ -226,6 +226,8 @@ mod tests {
             state,
             load: Load::default(),
             reported_at_ms,
+            mqtt_addr: None,
+            kafka_addr: None,
         }
     }
 

@@ -147,6 +147,8 @@ async fn a_watch_reports_each_change_and_a_drain_request_wakes_its_waiter() {
         state: sluice_router::PodState::Ready,
         load: sluice_router::Load::default(),
         reported_at_ms: 0,
+        mqtt_addr: None,
+        kafka_addr: None,
     };
     meta.put_pod(&record, lease).await.expect("put pod");
     meta.request_drain("p1", "ops@host").await.expect("drain");
@@ -171,6 +173,8 @@ async fn a_pod_record_lives_as_long_as_its_lease() {
         state: sluice_router::PodState::Draining,
         load: sluice_router::Load::default(),
         reported_at_ms: 7,
+        mqtt_addr: None,
+        kafka_addr: None,
     };
     meta.put_pod(&record, lease).await.expect("put pod");
     let pods = meta.pods().await.expect("pods");

@@ -47,6 +47,10 @@ pub async fn run(
         Some(k) => Some((k.clone(), crate::kafka::bind(k).await?)),
         None => None,
     };
+    let fronts = crate::cluster::FrontDoors {
+        mqtt: mqtt_listener.as_ref().and_then(|l| l.local_addr().ok()),
+        kafka: kafka.as_ref().and_then(|(_, l)| l.local_addr().ok()),
+    };
     let pod = Pod::start(config).await?;
     let mqtt = mqtt_listener.map(|listener| {
         tracing::info!(addr = ?listener.local_addr().ok(), tls = options.tls.is_some(), "sluice is serving MQTT");
@@ -95,7 +99,7 @@ pub async fn run(
     let membership = match &pod.config.cluster {
         Some(cluster) => {
             let reporter = LoadReporter::new(pod.load_source());
-            Some(Arc::new(Membership::join(cluster, reporter).await?))
+            Some(Arc::new(Membership::join(cluster, fronts, reporter).await?))
         }
         None => None,
     };

@@ -55,6 +55,34 @@ def produce_all(producer, topic, rows, timeout=60):
     return results
 
 
+def send_paced(producer, topic, records, pace, row_of):
+    """Produces `row_of(i)` for i < `records` spread over `pace` seconds on a thread, then
+    flushes; returns the delivery errors (appended as answered) and an event set when
+    flushed."""
+    errors = []
+    done = threading.Event()
+
+    def send():
+        start = time.time()
+        for i in range(records):
+            while True:
+                try:
+                    producer.produce(topic, json.dumps(row_of(i)).encode(),
+                                     on_delivery=lambda err, msg: errors.append(err))
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            producer.poll(0)
+            ahead = start + i * pace / records - time.time()
+            if ahead > 0:
+                time.sleep(ahead)
+        producer.flush(240)
+        done.set()
+
+    threading.Thread(target=send, daemon=True).start()
+    return errors, done
+
+
 def rows_in_delta(location):
     return pl.from_arrow(DeltaTable(location).to_pyarrow_table()).sort("id")
 
@@ -223,29 +251,8 @@ def test_idempotent_producer_while_the_pod_is_sigkilled(tmp_path):
         "enable.idempotence": True, "linger.ms": 5, "compression.type": "lz4",
         "message.timeout.ms": 240000, "retry.backoff.ms": 100,
         "reconnect.backoff.max.ms": 500}))
-    errors = []
-    done = threading.Event()
-
-    def send():
-        start = time.time()
-        for i in range(records):
-            while True:
-                try:
-                    producer.produce(TABLE, json.dumps({"id": i, "src": "idem"}).encode(),
-                                     on_delivery=lambda err, msg: errors.append(err))
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-            producer.poll(0)
-            # Paced over 2.5 s per kill and one more, so every kill lands mid-run.
-            ahead = start + i * pace / records - time.time()
-            if ahead > 0:
-                time.sleep(ahead)
-        producer.flush(240)
-        done.set()
-
-    thread = threading.Thread(target=send)
-    thread.start()
+    # Paced over 2.5 s per kill and one more, so every kill lands mid-run.
+    errors, done = send_paced(producer, TABLE, records, pace, lambda i: {"id": i, "src": "idem"})
     try:
         for k in range(1, kills + 1):
             # Each kill lands mid-run: after a share of the records was answered.
@@ -257,8 +264,7 @@ def test_idempotent_producer_while_the_pod_is_sigkilled(tmp_path):
             server.proc.wait()
             server.log.close()
             server = kafka_server(tmp_path, kport)
-        thread.join(300)
-        assert done.is_set(), "the producer flushed"
+        assert done.wait(300), "the producer flushed"
     finally:
         server.stop()
     assert len(errors) == records and all(e is None for e in errors), \

@@ -29,8 +29,10 @@ pub mod roles;
 
 use std::time::Duration;
 
+use std::net::SocketAddr;
+
 use sluice_router::registration::Registration;
-use sluice_router::Meta;
+use sluice_router::{Meta, PodAddrs};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ClusterConfig;
@@ -44,6 +46,35 @@ pub const ROUTER_CATCH_UP: Duration = Duration::from_millis(750);
 /// Extra time after the drain grace for streams to finish their last acks.
 const GRACE_MARGIN: Duration = Duration::from_secs(2);
 
+/// The TCP front doors a pod serves (bound addresses), published in its record so that
+/// routers relay MQTT and Kafka connections to them.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FrontDoors {
+    /// `--mqtt-listen`, as bound.
+    pub mqtt: Option<SocketAddr>,
+    /// `--kafka-listen`, as bound.
+    pub kafka: Option<SocketAddr>,
+}
+
+/// The `HOST:PORT` routers dial for a listener bound at `bound`: its IP, or, when it is
+/// bound to every interface, the host of the pod's advertised URL (`--advertise`).
+pub fn front_door_addr(advertise_url: &str, bound: SocketAddr) -> String {
+    if !bound.ip().is_unspecified() {
+        return bound.to_string();
+    }
+    let host = advertise_url
+        .split_once("://")
+        .map_or(advertise_url, |(_, rest)| rest)
+        .split('/')
+        .next()
+        .unwrap_or_default();
+    let host = match host.rsplit_once(':') {
+        Some((h, port)) if port.chars().all(|c| c.is_ascii_digit()) => h,
+        _ => host,
+    };
+    format!("{host}:{}", bound.port())
+}
+
 /// A pod's membership in the cluster.
 pub struct Membership {
     meta: Meta,
@@ -56,15 +87,24 @@ fn meta_error(e: sluice_router::RouterError) -> ServerError {
 }
 
 impl Membership {
-    /// Registers the pod of `config` and starts publishing `reporter`'s load reports.
-    pub async fn join(config: &ClusterConfig, reporter: LoadReporter) -> Result<Membership> {
+    /// Registers the pod of `config` (with the MQTT and Kafka listeners it serves, bound at
+    /// `fronts`) and starts publishing `reporter`'s load reports.
+    pub async fn join(
+        config: &ClusterConfig,
+        fronts: FrontDoors,
+        reporter: LoadReporter,
+    ) -> Result<Membership> {
         let meta = Meta::connect(&config.join, &config.etcd.options()?)
             .await
             .map_err(meta_error)?;
         let registration = Registration::start(
             meta.clone(),
             config.pod_id.clone(),
-            config.advertise.clone(),
+            PodAddrs {
+                url: config.advertise.clone(),
+                mqtt: fronts.mqtt.map(|a| front_door_addr(&config.advertise, a)),
+                kafka: fronts.kafka.map(|a| front_door_addr(&config.advertise, a)),
+            },
             move || reporter.report(),
         )
         .await
@@ -127,5 +167,31 @@ impl Membership {
         if let Err(e) = self.registration.deregister().await {
             tracing::warn!("leaving the meta store failed (the lease will expire): {e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_front_door_on_every_interface_is_reached_at_the_advertised_host() {
+        let any: SocketAddr = "0.0.0.0:1883".parse().expect("addr");
+        let local: SocketAddr = "127.0.0.1:9092".parse().expect("addr");
+        let v6: SocketAddr = "[::]:1883".parse().expect("addr");
+        assert_eq!(
+            front_door_addr("http://pod-0.sluice:50051", any),
+            "pod-0.sluice:1883"
+        );
+        assert_eq!(
+            front_door_addr("http://pod-0.sluice:50051", v6),
+            "pod-0.sluice:1883"
+        );
+        assert_eq!(front_door_addr("https://h/x", any), "h:1883");
+        assert_eq!(
+            front_door_addr("http://[fd00::1]:50051", any),
+            "[fd00::1]:1883"
+        );
+        assert_eq!(front_door_addr("http://h:1", local), "127.0.0.1:9092");
     }
 }

@@ -96,9 +96,13 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream) {
     };
     let limit = shared.pod.config.max_message_bytes + FRAME_OVERHEAD;
     let shutdown = shared.pod.shutdown.clone();
+    // A draining pod closes its Kafka connections (answers under way are written first):
+    // clients reconnect through the router to another pod, which takes their producers over.
+    let draining = shared.pod.draining.clone();
     loop {
         let frame = tokio::select! {
             _ = shutdown.cancelled() => break,
+            _ = draining.cancelled() => break,
             frame = read_frame(&mut reader, limit) => frame,
         };
         let frame = match frame {

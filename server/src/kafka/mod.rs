@@ -10,7 +10,8 @@
 //! - [`sasl`]: PLAIN (client id / secret) and OAUTHBEARER (a Sluice token).
 //! - [`metadata`]: this pod as the only broker, every table a topic.
 //! - [`produce`]: one partition's batch into its table (REST insert's path).
-//! - [`producers`]: idempotent producers on the persistent-stream watermark.
+//! - [`producers`]: idempotent producers on the persistent-stream watermark;
+//!   [`producer_stream`]: that stream moved between pods like a resumed persistent stream.
 //! - [`connection`]: one client connection, answers in request order.
 
 pub mod bounds;
@@ -18,6 +19,7 @@ pub mod connection;
 pub mod decode;
 pub mod metadata;
 pub mod produce;
+pub mod producer_stream;
 pub mod producers;
 pub mod sasl;
 pub mod versions;

@@ -252,16 +252,11 @@ async fn write_idempotent(
         }
     }
     let id = producers::stream_id(pid, sink.name());
+    let fresh = kafka.producers.is_fresh(pid)?;
     let slot = kafka.producers.slot(pid, sink.name())?;
     let mut slot = slot.lock().await;
-    if !slot.loaded {
-        slot.last = if kafka.producers.is_fresh(pid)? {
-            None
-        } else {
-            watermark(pod, sink, &id).await?.map(producers::watermark)
-        };
-        slot.loaded = true;
-    }
+    // This pod owns the producer's stream, with its watermark current, for this batch.
+    let _held = super::producer_stream::own(pod, sink, &id, fresh, &mut slot).await?;
     match producers::judge(slot.last, epoch, batch.base_sequence, texts.len()) {
         Verdict::Write => {}
         Verdict::Duplicate => {
@@ -298,20 +293,6 @@ async fn write_idempotent(
     slot.last = Some(producers::watermark(last));
     slot.last_lsn = lsn;
     Ok(accepted(lsn))
-}
-
-/// The highest offset of persistent stream `id` written: max(the Delta log's `txn`, this
-/// pod's WAL mark once durable).
-async fn watermark(pod: &Pod, sink: &SharedSink, id: &str) -> Result<Option<i64>> {
-    let delta = sink.stream_txn(id).await?;
-    let wal = match pod.pstreams.wal_mark(id) {
-        Some((offset, lsn)) => {
-            pod.wal.wait_durable(lsn).await?;
-            Some(offset)
-        }
-        None => None,
-    };
-    Ok(delta.max(wal))
 }
 
 /// Logs `texts` (at `offsets` of stream `key`) as one frame and `rows` into the memtable.

@@ -100,8 +100,12 @@ pub fn judge(last: Option<Watermark>, epoch: i16, base_seq: i32, count: usize) -
 /// One producer's state on one table, held while a batch of it is judged and logged.
 #[derive(Debug, Default)]
 pub struct Slot {
-    /// Whether `last` was read (from the WAL marks and the Delta log).
+    /// Whether `last` was read (from the WAL marks and the Delta log) with this pod owning
+    /// the producer's stream (`super::producer_stream`).
     pub loaded: bool,
+    /// The stream's generation when `last` was read: a higher one means the stream was
+    /// released to another pod since, and `last` must be read again.
+    pub generation: u64,
     /// The last batch written.
     pub last: Option<Watermark>,
     /// End LSN of the frame of the last batch written by this process (0: none): a

@@ -232,6 +232,22 @@ impl PersistentStreams {
         })
     }
 
+    /// Takes the hold on stream `id` without ending the connection holding it (waits for
+    /// it): a writer that keeps no connection open between batches (a Kafka producer)
+    /// holds the stream for one batch. Returns the stream's generation: it grows whenever
+    /// a resume, a release or a retire signalled the stream, so a writer that loaded the
+    /// watermark at a lower generation must take the stream over and load it again.
+    pub async fn hold(&self, id: &str) -> Result<(OwnedMutexGuard<()>, u64)> {
+        let hold = self.live()?.entry(id.to_string()).or_default().hold.clone();
+        let guard = hold.lock_owned().await;
+        Ok((guard, self.generation(id)?))
+    }
+
+    /// Stream `id`'s generation (see [`PersistentStreams::hold`]).
+    pub fn generation(&self, id: &str) -> Result<u64> {
+        Ok(self.live()?.get(id).map_or(0, |e| e.signals.borrow().0))
+    }
+
     /// Notes that stream `id`'s records up to `offset` are logged in the frame ending at `lsn`.
     pub fn wal_logged(&self, id: &str, offset: i64, lsn: Lsn) {
         if let Ok(mut live) = self.live() {
@@ -305,6 +321,24 @@ mod tests {
             Err(ServerError::NotFound(_))
         ));
         assert_eq!(streams.owned().await.expect("owned").len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_release_waits_for_a_held_batch_and_moves_the_generation() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let streams = Arc::new(streams(dir.path()));
+        let (batch, before) = streams.hold("k").await.expect("hold");
+        let release = {
+            let streams = streams.clone();
+            tokio::spawn(async move { streams.attach("k").await.map(|_| ()) })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!release.is_finished(), "waits for the batch");
+        drop(batch);
+        let released = tokio::time::timeout(Duration::from_secs(5), release).await;
+        assert!(matches!(released, Ok(Ok(Ok(())))));
+        let (_next, after) = streams.hold("k").await.expect("hold");
+        assert!(after > before, "{after} > {before}");
     }
 
     #[test]

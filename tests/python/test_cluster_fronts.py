@@ -1,0 +1,330 @@
+"""MQTT and Kafka through `sluice router --mqtt-listen --kafka-listen` in front of three pods
+joined to a real etcd: each TCP connection is placed on a pod and relayed to its listener.
+Real clients (`paho-mqtt` v5 and 3.1.1, `mosquitto_pub`, `confluent-kafka` with
+`enable.idempotence=true`); rows read back with `deltalake` and `polars`.
+
+Contracts under test: MQTT publishes through the router land in Delta exactly as published;
+the router's /metrics counts the relayed connections; an idempotent Kafka producer whose
+pod is SIGKILLed mid-run reconnects through the router (the pods advertise the router in
+Metadata) to another pod, which takes its producer stream over (fenced until the killed pod
+is back and has committed its WAL), and every record is in Delta once: 0 duplicates, 0 loss;
+the same when the serving pod is drained instead; with no pod ready the router answers an
+MQTT CONNECT with CONNACK "Server unavailable" (v5 0x88, 3.1.1 return code 3) and closes a
+Kafka connection without an answer. `SLUICE_FRONTS_KAFKA_RECORDS` lengthens the Kafka runs.
+"""
+
+import base64
+import json
+import os
+import re
+import signal
+import socket
+import struct
+import subprocess
+import time
+import urllib.request
+
+import paho.mqtt.client as mqtt
+import polars as pl
+import pytest
+from confluent_kafka import Producer
+from deltalake import DeltaTable
+
+from conftest import CLIENT_ID, CLIENT_SECRET, Server, free_port
+from test_cluster import wait_ok
+from test_kafka import send_paced
+from test_mqtt import Device
+
+BINARY = os.environ.get("SLUICE_BIN", "target/debug/sluice")
+TABLE = "main.fronts.t"
+COLUMNS = [{"name": "id", "type_text": "bigint", "type_name": "LONG", "nullable": False},
+           {"name": "temp", "type_text": "double", "type_name": "DOUBLE", "nullable": True}]
+KAFKA_RECORDS = int(os.environ.get("SLUICE_FRONTS_KAFKA_RECORDS", "3000"))
+
+
+class Cluster:
+    """etcd, a router with MQTT and Kafka front doors, and pods serving both."""
+
+    def __init__(self, tmp_path, pods=3):
+        self.tmp = tmp_path
+        client, peer = free_port(), free_port()
+        self.etcd_log = open(tmp_path / "etcd.log", "wb")
+        self.etcd = subprocess.Popen(
+            ["etcd", "--name", "fronts", "--data-dir", str(tmp_path / "etcd"),
+             "--listen-client-urls", f"http://127.0.0.1:{client}",
+             "--advertise-client-urls", f"http://127.0.0.1:{client}",
+             "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+             "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+             "--initial-cluster", f"fronts=http://127.0.0.1:{peer}"],
+            stdout=self.etcd_log, stderr=subprocess.STDOUT)
+        wait_ok(f"http://127.0.0.1:{client}/health", "etcd")
+        self.join = f"etcd://127.0.0.1:{client}"
+        self.key_file = tmp_path / "secrets.key"
+        self.key_file.write_text(base64.b64encode(os.urandom(32)).decode())
+        self.key_file.chmod(0o600)
+        self.http_port, self.mqtt_port, self.kafka_port = free_port(), free_port(), free_port()
+        self.router_log = open(tmp_path / "router.log", "wb")
+        self.router = subprocess.Popen(
+            [BINARY, "router", "--listen", f"127.0.0.1:{self.http_port}", "--join", self.join,
+             "--mqtt-listen", f"127.0.0.1:{self.mqtt_port}",
+             "--kafka-listen", f"127.0.0.1:{self.kafka_port}", "--placement", "least-loaded"],
+            stdout=self.router_log, stderr=subprocess.STDOUT)
+        self.url = f"http://127.0.0.1:{self.http_port}"
+        wait_ok(self.url + "/healthz", "sluice router")
+        self.pods = {}
+        for i in range(pods):
+            self.start_pod(f"pod-{i}")
+        self.wait_placeable(pods)
+
+    def start_pod(self, pod_id):
+        d = self.tmp / pod_id
+        d.mkdir(exist_ok=True)
+        pod = Server(d, extra=["--join", self.join, "--pod-id", pod_id,
+                               "--warehouse", str(self.tmp / "warehouse"),
+                               "--secrets-key-file", str(self.key_file),
+                               "--mqtt-listen", "127.0.0.1:0",
+                               "--kafka-listen", "127.0.0.1:0",
+                               "--kafka-advertise", f"127.0.0.1:{self.kafka_port}",
+                               "--drain-grace", "3s"])
+        self.pods[pod_id] = pod
+        return pod
+
+    def metrics(self, url=None):
+        with urllib.request.urlopen((url or self.url) + "/metrics", timeout=5) as r:
+            return r.read().decode()
+
+    def wait_placeable(self, n, timeout=30):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            m = re.search(r"^sluice_router_pods_placeable (\S+)", self.metrics(), re.M)
+            if m and float(m.group(1)) == n:
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"the router never counted {n} placeable pods")
+
+    def kafka_records(self):
+        """Each live pod's `sluice_kafka_records_total`."""
+        out = {}
+        for pod_id, pod in self.pods.items():
+            if pod.proc.poll() is not None:
+                continue
+            try:
+                m = re.search(r"^sluice_kafka_records_total (\S+)", self.metrics(pod.url), re.M)
+            except OSError:
+                continue
+            out[pod_id] = float(m.group(1)) if m else 0.0
+        return out
+
+    def serving_kafka(self, timeout=60):
+        """The pod whose Kafka record count is growing."""
+        deadline = time.time() + timeout
+        before = self.kafka_records()
+        while time.time() < deadline:
+            time.sleep(0.3)
+            now = self.kafka_records()
+            grew = [p for p, n in now.items() if n > before.get(p, 0.0)]
+            if len(grew) == 1:
+                return grew[0]
+            before = now
+        raise AssertionError("no single pod is taking the Kafka records")
+
+    def stop(self):
+        for pod in self.pods.values():
+            pod.stop()
+        for proc in (self.router, self.etcd):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(timeout=30)
+        self.router_log.close()
+        self.etcd_log.close()
+
+
+def metric(text, name, **labels):
+    total = 0.0
+    for line in text.splitlines():
+        if not line.startswith(name + "{") and not line.startswith(name + " "):
+            continue
+        if all(f'{k}="{v}"' in line for k, v in labels.items()):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = Cluster(tmp_path)
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def create_table(cluster):
+    """Creates the table through one pod and waits until every pod sees it."""
+    pod = next(iter(cluster.pods.values()))
+    location = pod.api("POST", "", {"name": TABLE, "columns": COLUMNS})["storage_location"]
+    for other in cluster.pods.values():
+        deadline = time.time() + 30
+        while True:
+            try:
+                other.api("GET", "/" + TABLE)
+                break
+            except OSError:
+                assert time.time() < deadline, "the table never reached every pod"
+                time.sleep(0.1)
+    return location
+
+
+def delta_ids(location):
+    return pl.from_arrow(DeltaTable(location).to_pyarrow_table()).sort("id")["id"].to_list()
+
+
+def test_mqtt_devices_and_mosquitto_pub_through_the_router_land_exactly(cluster):
+    location = create_table(cluster)
+    expected = []
+    devices = []
+    for n in range(6):
+        version = mqtt.MQTTv5 if n % 2 == 0 else mqtt.MQTTv311
+        d = Device(cluster.mqtt_port, version=version, client_id=f"dev-{n}")
+        assert d.connect()[0] == 0
+        devices.append(d)
+    for k in range(20):
+        for n, d in enumerate(devices):
+            i = n * 1000 + k
+            ack = d.publish({"id": i, "temp": k / 4}, qos=1 + (k % 2), topic=TABLE)
+            assert ack[0] == 0, ack
+            expected.append(i)
+    for d in devices:
+        d.close()
+    for n, version in enumerate(["mqttv5", "mqttv311"]):
+        i = 9000 + n
+        out = subprocess.run(["mosquitto_pub", "-h", "127.0.0.1", "-p", str(cluster.mqtt_port),
+                              "-t", TABLE, "-d", "-V", version, "-q", "1", "-u", CLIENT_ID,
+                              "-P", CLIENT_SECRET, "-m", json.dumps({"id": i, "temp": 1.5})],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0 and "received PUBACK" in out.stdout, out.stdout + out.stderr
+        expected.append(i)
+    relayed = metric(cluster.metrics(), "sluice_router_tcp_connections_total", protocol="mqtt")
+    assert relayed == 8, relayed
+    served = [p for p in cluster.pods.values()
+              if metric(cluster.metrics(p.url), "sluice_mqtt_records_total") > 0]
+    assert len(served) >= 2, "the connections were spread over the pods"
+    for pod in cluster.pods.values():
+        pod.stop()  # drains: memtables committed
+    df = pl.from_arrow(DeltaTable(location).to_pyarrow_table()).sort("id")
+    assert df["id"].to_list() == sorted(expected)
+    assert df.filter(pl.col("id") == 5019)["temp"].to_list() == [19 / 4]
+
+
+def idempotent_run(cluster, location, disrupt):
+    """An idempotent producer through the router; `disrupt(pod_id)` is called on the pod
+    serving it, twice, while records are in flight. Returns the delivery errors."""
+    producer = Producer({
+        "bootstrap.servers": f"127.0.0.1:{cluster.kafka_port}",
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN",
+        "sasl.username": CLIENT_ID, "sasl.password": CLIENT_SECRET,
+        "enable.idempotence": True, "linger.ms": 5, "compression.type": "lz4",
+        "message.timeout.ms": 240000, "retry.backoff.ms": 100,
+        "reconnect.backoff.max.ms": 500})
+    start = time.time()
+    # Spread over 16 s; disruptions at 4 s and 10 s.
+    errors, done = send_paced(producer, TABLE, KAFKA_RECORDS, 16.0,
+                              lambda i: {"id": i, "temp": 0.5})
+    for at in (4.0, 10.0):
+        time.sleep(max(0.0, start + at - time.time()))
+        assert 0 < len(errors) < KAFKA_RECORDS and not done.is_set(), \
+            ("the disruption lands while records are in flight", len(errors))
+        disrupt(cluster.serving_kafka())
+    assert done.wait(300), "the producer flushed"
+    return errors
+
+
+def test_idempotent_kafka_producer_through_the_router_while_its_pod_is_sigkilled(cluster):
+    location = create_table(cluster)
+    moves = []
+
+    def kill_and_restart(pod_id):
+        pod = cluster.pods[pod_id]
+        pod.proc.kill()
+        pod.proc.wait()
+        pod.log.close()
+        moves.append(pod_id)
+        # Back after a while, like a StatefulSet pod: until then its producer stream is
+        # fenced on the other pods (their answers are retried by the client).
+        time.sleep(2)
+        cluster.start_pod(pod_id)
+
+    errors = idempotent_run(cluster, location, kill_and_restart)
+    assert len(errors) == KAFKA_RECORDS and all(e is None for e in errors), \
+        [e for e in errors if e is not None][:3]
+    assert metric(cluster.metrics(), "sluice_router_tcp_connections_total", protocol="kafka") >= 3
+    for pod in cluster.pods.values():
+        pod.stop()
+    ids = delta_ids(location)
+    dups, lost = len(ids) - len(set(ids)), KAFKA_RECORDS - len(set(ids))
+    print(f"killed {moves}; {len(ids)} rows, {dups} duplicates, {lost} lost")
+    assert (dups, lost) == (0, 0)
+    assert ids == list(range(KAFKA_RECORDS))
+
+
+def test_idempotent_kafka_producer_through_the_router_while_its_pod_is_drained(cluster):
+    location = create_table(cluster)
+    drained = []
+
+    def drain(pod_id):
+        out = subprocess.run([BINARY, "pod", "drain", pod_id, "--join", cluster.join],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        cluster.pods[pod_id].proc.wait(timeout=60)
+        drained.append(pod_id)
+
+    errors = idempotent_run(cluster, location, drain)
+    assert len(errors) == KAFKA_RECORDS and all(e is None for e in errors), \
+        [e for e in errors if e is not None][:3]
+    assert len(set(drained)) == 2
+    for pod in cluster.pods.values():
+        pod.stop()
+    ids = delta_ids(location)
+    assert len(ids) - len(set(ids)) == 0, "duplicates"
+    assert ids == list(range(KAFKA_RECORDS))
+
+
+def test_no_ready_pod_mqtt_gets_server_unavailable_and_kafka_is_closed(tmp_path):
+    cluster = Cluster(tmp_path, pods=0)
+    try:
+        # paho: MQTT 5 reason code 0x88 (136) and 3.1.1 return code 3.
+        v5 = Device(cluster.mqtt_port, version=mqtt.MQTTv5)
+        assert v5.connect()[0] == 0x88
+        v5.close()
+        v311 = Device(cluster.mqtt_port, version=mqtt.MQTTv311)
+        assert v311.connect()[0] == 0x88  # paho's name for return code 3
+        v311.close()
+        # On the wire: 3.1.1 return code 3; MQTT 5 reason code 0x88, no properties.
+        for level, answer in [(4, b"\x20\x02\x00\x03"), (5, b"\x20\x03\x00\x88\x00")]:
+            body = b"\x00\x04MQTT" + bytes([level, 0x02, 0, 30])
+            body += b"\x00" if level == 5 else b""
+            body += b"\x00\x03raw"
+            with socket.create_connection(("127.0.0.1", cluster.mqtt_port), timeout=10) as s:
+                s.sendall(bytes([0x10, len(body)]) + body)
+                got = b""
+                while chunk := s.recv(64):
+                    got += chunk
+                assert got == answer, got
+        out = subprocess.run(["mosquitto_pub", "-h", "127.0.0.1", "-p", str(cluster.mqtt_port),
+                              "-t", TABLE, "-d", "-V", "mqttv5", "-q", "1", "-m", "{}"],
+                             capture_output=True, text=True, timeout=60)
+        assert "received CONNACK (136)" in out.stdout, out.stdout + out.stderr
+        # Not a CONNECT: closed without an answer.
+        with socket.create_connection(("127.0.0.1", cluster.mqtt_port), timeout=10) as s:
+            s.sendall(b"GET / HTTP/1.1\r\n\r\n")
+            assert s.recv(64) == b""
+        # Kafka: an ApiVersions request is not answered; the connection is closed.
+        with socket.create_connection(("127.0.0.1", cluster.kafka_port), timeout=10) as s:
+            body = struct.pack(">hhih", 18, 0, 1, 4) + b"test"
+            s.sendall(struct.pack(">i", len(body)) + body)
+            assert s.recv(64) == b""
+        m = cluster.metrics()
+        assert metric(m, "sluice_router_tcp_no_pod_total", protocol="mqtt") == 6
+        assert metric(m, "sluice_router_tcp_no_pod_total", protocol="kafka") == 1
+        assert metric(m, "sluice_router_tcp_connections_total") == 0
+    finally:
+        cluster.stop()
