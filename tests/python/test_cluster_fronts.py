@@ -79,7 +79,8 @@ class Cluster:
     def start_pod(self, pod_id):
         d = self.tmp / pod_id
         d.mkdir(exist_ok=True)
-        pod = Server(d, extra=["--join", self.join, "--pod-id", pod_id,
+        # Commits every 5 s: a producer that moves finds rows only the old pod's WAL holds.
+        pod = Server(d, flush_interval="5s", extra=["--join", self.join, "--pod-id", pod_id,
                                "--warehouse", str(self.tmp / "warehouse"),
                                "--secrets-key-file", str(self.key_file),
                                "--mqtt-listen", "127.0.0.1:0",
