@@ -6,7 +6,8 @@
 //! - `GET /readyz`: 200 when at least one pod is placeable (ready, fresh, not suspect), else
 //!   503; body `{"ready", "placeable_pods", "known_pods"}`;
 //! - `GET /metrics`: the router's Prometheus metrics (placements per pod, relayed bytes,
-//!   upstream errors, requests refused for want of a pod, pods known and placeable), as
+//!   upstream errors, requests refused for want of a pod, pods known and placeable; the TCP
+//!   front doors' counters are `crate::tcp_front`'s), as
 //!   rendered by the process's recorder (the binary installs it and passes its renderer).
 //!
 //! Also the names of those metrics and the body wrapper that counts relayed bytes.

@@ -226,6 +226,10 @@ def idempotent_run(cluster, location, disrupt):
         "enable.idempotence": True, "linger.ms": 5, "compression.type": "lz4",
         "message.timeout.ms": 240000, "retry.backoff.ms": 100,
         "reconnect.backoff.max.ms": 500})
+    # Metadata (answered by a pod through the router) names the router as the only broker.
+    brokers = producer.list_topics(TABLE, timeout=30).brokers
+    assert [f"{b.host}:{b.port}" for b in brokers.values()] == \
+        [f"127.0.0.1:{cluster.kafka_port}"], brokers
     start = time.time()
     # Spread over 16 s; disruptions at 4 s and 10 s.
     errors, done = send_paced(producer, TABLE, KAFKA_RECORDS, 16.0,
