@@ -4,7 +4,9 @@ Real clients (`paho-mqtt` v5 and 3.1.1, `mosquitto_pub`, `confluent-kafka` with
 `enable.idempotence=true`); rows read back with `deltalake` and `polars`.
 
 Contracts under test: MQTT publishes through the router land in Delta exactly as published;
-the router's /metrics counts the relayed connections; an idempotent Kafka producer whose
+the router's /metrics counts the relayed connections; devices whose pod is SIGKILLed
+reconnect through the router and repeat only what was not PUBACKed; an idempotent Kafka
+producer whose
 pod is SIGKILLed mid-run reconnects through the router (the pods advertise the router in
 Metadata) to another pod, which takes its producer stream over (fenced until the killed pod
 is back and has committed its WAL), and every record is in Delta once: 0 duplicates, 0 loss;
@@ -14,6 +16,7 @@ Kafka connection without an answer. `SLUICE_FRONTS_KAFKA_RECORDS` lengthens the 
 """
 
 import base64
+from collections import Counter
 import json
 import os
 import re
@@ -21,6 +24,7 @@ import signal
 import socket
 import struct
 import subprocess
+import threading
 import time
 import urllib.request
 
@@ -214,6 +218,80 @@ def test_mqtt_devices_and_mosquitto_pub_through_the_router_land_exactly(cluster)
     df = pl.from_arrow(DeltaTable(location).to_pyarrow_table()).sort("id")
     assert df["id"].to_list() == sorted(expected)
     assert df.filter(pl.col("id") == 5019)["temp"].to_list() == [19 / 4]
+
+
+def test_mqtt_devices_through_the_router_while_a_pod_is_sigkilled(cluster):
+    """Devices publish QoS 1 batches of their own ids through the router; the pod serving
+    most of them is SIGKILLed (restarted 2 s later). A device whose batch got no PUBACK
+    reconnects through the router (to another pod) and publishes that batch again. Every
+    PUBACKed id is in Delta; an id is there twice only if it was resent after no PUBACK."""
+    location = create_table(cluster)
+    acked, resent = [], []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def device(n):
+        d, seq, pending = None, 0, None
+        while not stop.is_set():
+            if d is None:
+                d = Device(cluster.mqtt_port, client_id=f"dev-{n}")
+                d.client.reconnect_delay_set(60, 60)
+                try:
+                    if d.connect(timeout=10)[0] != 0:
+                        raise AssertionError("refused")
+                except (AssertionError, OSError):
+                    d.client.loop_stop()
+                    d = None
+                    time.sleep(0.2)
+                    continue
+            if pending is None:
+                pending = [n * 1_000_000 + seq + k for k in range(5)]
+                seq += 5
+            mid = d.publish_async([{"id": i} for i in pending], qos=1, topic=TABLE)
+            try:
+                code = d.wait_ack(mid, timeout=5)[0]
+            except AssertionError:
+                code = None
+            if code == 0:
+                with lock:
+                    acked.extend(pending)
+                pending = None
+            else:  # no PUBACK: the batch is resent on a new connection
+                with lock:
+                    resent.extend(pending)
+                d.client.loop_stop()
+                d = None
+        if d is not None:
+            d.close()
+
+    threads = [threading.Thread(target=device, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    time.sleep(3)
+    counts = {pid: metric(cluster.metrics(p.url), "sluice_mqtt_connections")
+              for pid, p in cluster.pods.items()}
+    victim = max(counts, key=counts.get)
+    assert counts[victim] >= 1, counts
+    pod = cluster.pods[victim]
+    pod.proc.kill()
+    pod.proc.wait()
+    pod.log.close()
+    time.sleep(2)
+    cluster.start_pod(victim)
+    time.sleep(3)
+    stop.set()
+    for t in threads:
+        t.join(60)
+    assert resent, "the kill cut some device's batch before its PUBACK"
+    for p in cluster.pods.values():
+        p.stop()
+    seen = Counter(delta_ids(location))
+    twice = {i for i, n in seen.items() if n > 1}
+    assert set(acked) <= set(seen), "PUBACKed ids lost"
+    assert twice <= set(resent), "only un-PUBACKed ids repeat"
+    assert all(seen[i] == 2 for i in twice), "a resent id is there at most twice"
+    print(f"killed {victim} ({counts}); acked {len(acked)} ids, resent {len(resent)}, "
+          f"{len(twice)} in Delta twice")
 
 
 def idempotent_run(cluster, location, disrupt):
