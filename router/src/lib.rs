@@ -20,6 +20,7 @@
 pub mod error;
 pub mod etcd;
 pub mod meta;
+pub mod mqtt_peek;
 pub mod ops;
 pub mod placement;
 pub mod pod_record;
