@@ -31,6 +31,8 @@ pub mod reason {
     pub const PROTOCOL_ERROR: u8 = 0x82;
     /// Implementation specific error.
     pub const IMPLEMENTATION_SPECIFIC: u8 = 0x83;
+    /// Client identifier not valid (3.1.1: return code 2, identifier rejected).
+    pub const CLIENT_IDENTIFIER_NOT_VALID: u8 = 0x85;
     /// Bad user name or password.
     pub const BAD_USER_NAME_OR_PASSWORD: u8 = 0x86;
     /// Not authorized.
@@ -45,6 +47,8 @@ pub mod reason {
     pub const TOPIC_NAME_INVALID: u8 = 0x90;
     /// Receive maximum exceeded.
     pub const RECEIVE_MAXIMUM_EXCEEDED: u8 = 0x93;
+    /// Topic alias invalid.
+    pub const TOPIC_ALIAS_INVALID: u8 = 0x94;
     /// Packet too large.
     pub const PACKET_TOO_LARGE: u8 = 0x95;
     /// Quota exceeded.
@@ -84,6 +88,13 @@ pub enum WireError {
     /// A second CONNECT on the same connection.
     #[error("a second CONNECT on the same connection")]
     SecondConnect,
+    /// A CONNECT with an empty client id that asks to keep its session (clean start /
+    /// clean session 0): there is no session to keep it under.
+    #[error(
+        "an empty client id needs clean start (clean session) 1: this server keeps no \
+         session, so it cannot resume one for a client it cannot name"
+    )]
+    ClientIdRejected,
     /// An answer that cannot be encoded.
     #[error("encoding an answer: {0}")]
     Encode(String),
@@ -96,6 +107,7 @@ impl WireError {
             WireError::TooLarge { .. } => reason::PACKET_TOO_LARGE,
             WireError::Malformed(_) | WireError::NotConnect(_) => reason::MALFORMED_PACKET,
             WireError::SecondConnect => reason::PROTOCOL_ERROR,
+            WireError::ClientIdRejected => reason::CLIENT_IDENTIFIER_NOT_VALID,
             WireError::Encode(_) => reason::UNSPECIFIED,
         }
     }
@@ -105,6 +117,7 @@ impl From<DecodeError> for WireError {
     fn from(e: DecodeError) -> Self {
         match e {
             DecodeError::MaxSizeExceeded { size, max } => WireError::TooLarge { size, max },
+            DecodeError::InvalidClientId => WireError::ClientIdRejected,
             other => WireError::Malformed(other.to_string()),
         }
     }
@@ -190,6 +203,8 @@ pub enum Outbound {
         receive_max: u16,
         /// v5: the largest packet this server takes.
         max_packet_size: u32,
+        /// v5: the client id this server gave a client that sent an empty one.
+        assigned_client_id: Option<String>,
     },
     /// PUBACK (QoS 1).
     PubAck {
@@ -247,7 +262,7 @@ pub fn v3_return_code(code: u8) -> v3::ConnectAckReason {
     match code {
         reason::SUCCESS => v3::ConnectAckReason::ConnectionAccepted,
         0x84 => v3::ConnectAckReason::UnacceptableProtocolVersion,
-        0x85 => v3::ConnectAckReason::IdentifierRejected,
+        reason::CLIENT_IDENTIFIER_NOT_VALID => v3::ConnectAckReason::IdentifierRejected,
         reason::BAD_USER_NAME_OR_PASSWORD => v3::ConnectAckReason::BadUserNameOrPassword,
         reason::NOT_AUTHORIZED => v3::ConnectAckReason::NotAuthorized,
         _ => v3::ConnectAckReason::ServiceUnavailable,
@@ -454,11 +469,13 @@ fn to_v5(out: Outbound) -> Result<v5::Packet, WireError> {
             reason,
             receive_max,
             max_packet_size,
+            assigned_client_id,
         } => v5::Packet::ConnectAck(Box::new(v5::ConnectAck {
             reason_code: v5::ConnectAckReason::try_from(code).map_err(|_| bad("CONNACK", code))?,
             reason_string: string(reason),
             receive_max: NonZeroU16::new(receive_max).unwrap_or(NonZeroU16::MAX),
             max_packet_size: Some(max_packet_size),
+            assigned_client_id: string(assigned_client_id),
             // Sessions are not kept past the connection (see `session`).
             session_expiry_interval_secs: Some(0),
             max_qos: QoS::ExactlyOnce,
@@ -592,6 +609,7 @@ mod tests {
             reason: Some("no".into()),
             receive_max: 64,
             max_packet_size: 1024,
+            assigned_client_id: None,
         };
         codec.encode(refused, &mut out).expect("connack");
         assert_eq!(&out[..], b"\x20\x02\x00\x04");
