@@ -41,10 +41,10 @@ DEVICES = int(os.environ.get("SLUICE_TEST_MQTT_DEVICES", "1000"))
 class MqttServer(Server):
     """A pod that also serves MQTT on its own port."""
 
-    def __init__(self, data_dir, extra=(), tls=None):
+    def __init__(self, data_dir, extra=(), tls=None, flush_interval="200ms"):
         self.mqtt_port = free_port()
-        super().__init__(data_dir, extra=("--mqtt-listen", f"127.0.0.1:{self.mqtt_port}", *extra),
-                         tls=tls)
+        super().__init__(data_dir, flush_interval,
+                         extra=("--mqtt-listen", f"127.0.0.1:{self.mqtt_port}", *extra), tls=tls)
 
     def kill(self):
         self.proc.kill()
@@ -656,3 +656,81 @@ def test_tls_with_the_pods_certificate(tmp_path):
         assert rows_in_delta(location, 1) == [{"id": 7, "temp": 7.5}]
     finally:
         server.stop()
+
+
+def fill(directory):
+    """Takes every free byte of the file system holding `directory` with one file."""
+    path = os.path.join(directory, "filler")
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY)
+    st = os.statvfs(directory)
+    size = st.f_bavail * st.f_frsize
+    while size > 0:
+        try:
+            os.posix_fallocate(fd, 0, size)
+            break
+        except OSError:
+            size -= 4096
+    os.close(fd)
+    return path
+
+
+def test_a_full_wal_disk_is_answered_0x97_and_the_held_publish_lands_when_space_returns(tmp_path):
+    """The WAL directory is a 4 MiB tmpfs (mounting needs root, as `server/tests/it/
+    disk_full.rs`; `SLUICE_SKIP_MOUNT_TESTS=1` skips it knowingly) filled by a file: the
+    publish whose frame the stalled WAL writer holds is not answered yet; a publish on
+    another connection meanwhile gets PUBACK 0x97 Quota exceeded naming the full disk
+    (counted once as ResourceExhausted); once space returns the held publish is PUBACKed and
+    every PUBACKed record is in Delta, the refused one not."""
+    if os.environ.get("SLUICE_SKIP_MOUNT_TESTS"):
+        pytest.skip("SLUICE_SKIP_MOUNT_TESTS is set: the tmpfs WAL test is skipped knowingly")
+    data = tmp_path / "pod"
+    wal = data / "wal"
+    wal.mkdir(parents=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m,mode=0700", "tmpfs", str(wal)],
+                             capture_output=True, text=True)
+    assert mounted.returncode == 0, f"mounting a tmpfs needs root: {mounted.stderr}"
+    server = None
+    try:
+        # No flush during the test: nothing is purged, so only the filler decides the space.
+        server = MqttServer(data, extra=("--wal-segment-bytes", str(256 << 10)),
+                            flush_interval="1h")
+        table = "main.mqtt.full"
+        location = server.api("POST", "", {"name": table, "columns": [
+            COLUMNS[0], {"name": "note", "type_text": "string", "type_name": "STRING",
+                         "nullable": True}]})["storage_location"]
+        before = refusals(server)
+        d = Device(server.mqtt_port)
+        assert d.connect()[0] == 0
+        assert d.publish({"id": 0}, topic=table)[0] == 0
+        filler = fill(str(wal))
+        acked, held = [0], None
+        body = "x" * 1000
+        for i in range(1, 2000):
+            mid = d.publish_async({"id": i, "note": body}, qos=1, topic=table)
+            deadline = time.time() + 3
+            while mid not in d.acks and time.time() < deadline:
+                time.sleep(0.01)
+            if mid not in d.acks:
+                held = (i, mid)
+                break
+            assert d.acks[mid][0] == 0, d.acks[mid]
+            acked.append(i)
+        assert held, "the WAL never stalled"
+        other = Device(server.mqtt_port)
+        assert other.connect()[0] == 0
+        code, why = other.publish({"id": 99_999}, topic=table)
+        assert code == 0x97 and "no space left" in why, (code, why)
+        print("0x97 reason string:", why)
+        other.close()
+        os.remove(filler)
+        assert d.wait_ack(held[1], timeout=30)[0] == 0, "the held publish is PUBACKed"
+        acked.append(held[0])
+        d.close()
+        assert delta(before, refusals(server)) == {
+            "ResourceExhausted": 1, "sluice_mqtt_records_total": len(acked)}
+    finally:
+        if server:
+            server.stop()
+        subprocess.run(["umount", "-l", str(wal)], check=False)
+    ids = sorted(pl.from_arrow(DeltaTable(location).to_pyarrow_table())["id"].to_list())
+    assert ids == acked, (len(ids), len(acked))
