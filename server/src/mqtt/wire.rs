@@ -596,6 +596,42 @@ mod tests {
     }
 
     #[test]
+    fn an_empty_client_id_without_clean_start_is_rejected_with_0x85_or_return_code_2() {
+        for (level, connack) in [(4u8, &b"\x20\x02\x00\x02"[..]), (5, &b"\x20"[..])] {
+            let mut body = string(b"MQTT");
+            body.extend([level, 0xC0, 0, 30]); // user name, password, clean start 0
+            if level == 5 {
+                body.push(0);
+            }
+            for s in [&b""[..], b"user", b"secret"] {
+                body.extend(string(s));
+            }
+            let mut buf = BytesMut::from(&[0x10, body.len() as u8][..]);
+            buf.extend_from_slice(&body);
+            let mut codec = Codec::new(1024);
+            let e = codec.decode(&mut buf).expect_err("rejected");
+            assert!(matches!(e, WireError::ClientIdRejected), "{e}");
+            assert_eq!(e.reason_code(), reason::CLIENT_IDENTIFIER_NOT_VALID);
+            let mut out = BytesMut::new();
+            let answer = Outbound::ConnAck {
+                code: e.reason_code(),
+                reason: None,
+                receive_max: 64,
+                max_packet_size: 1024,
+                assigned_client_id: None,
+            };
+            codec.encode(answer, &mut out).expect("connack");
+            assert_eq!(&out[..connack.len()], connack, "level {level}");
+            // Session present 0, then the code (v5: 0x85; properties follow).
+            assert_eq!(
+                out[2..4],
+                [0, if level == 5 { 0x85 } else { 2 }],
+                "level {level}"
+            );
+        }
+    }
+
+    #[test]
     fn a_v3_connection_gets_return_codes_and_no_negative_acks() {
         let mut codec = Codec::new(1024);
         let mut buf = BytesMut::from(&connect(4)[..]);
