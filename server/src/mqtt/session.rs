@@ -72,6 +72,7 @@ type Pending = Pin<Box<dyn Future<Output = Answered> + Send>>;
 
 /// A connection's state after CONNACK.
 struct State {
+    /// The connection's protocol version (the receive maximum is policed on v5 only).
     version: Version,
     identity: Identity,
     /// The table, bound by the first accepted PUBLISH.
@@ -121,7 +122,7 @@ fn refuse(code: u8, grpc: tonic::Code, why: impl Into<String>) -> End {
 fn wire_grpc(e: &WireError) -> tonic::Code {
     match e {
         WireError::TooLarge { .. } => tonic::Code::ResourceExhausted,
-        WireError::Encode(_) => tonic::Code::Internal,
+        WireError::OverClientMaximum { .. } | WireError::Encode(_) => tonic::Code::Internal,
         _ => tonic::Code::InvalidArgument,
     }
 }

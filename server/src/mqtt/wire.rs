@@ -95,6 +95,15 @@ pub enum WireError {
          session, so it cannot resume one for a client it cannot name"
     )]
     ClientIdRejected,
+    /// An answer larger than the client's Maximum Packet Size (v5 CONNECT): it may not be
+    /// sent, so the connection closes without it.
+    #[error("an answer of {size} bytes is over the client's maximum packet size of {max} bytes")]
+    OverClientMaximum {
+        /// The answer's size.
+        size: u32,
+        /// The client's limit.
+        max: u32,
+    },
     /// An answer that cannot be encoded.
     #[error("encoding an answer: {0}")]
     Encode(String),
@@ -108,7 +117,7 @@ impl WireError {
             WireError::Malformed(_) | WireError::NotConnect(_) => reason::MALFORMED_PACKET,
             WireError::SecondConnect => reason::PROTOCOL_ERROR,
             WireError::ClientIdRejected => reason::CLIENT_IDENTIFIER_NOT_VALID,
-            WireError::Encode(_) => reason::UNSPECIFIED,
+            WireError::OverClientMaximum { .. } | WireError::Encode(_) => reason::UNSPECIFIED,
         }
     }
 }
@@ -125,7 +134,12 @@ impl From<DecodeError> for WireError {
 
 impl From<EncodeError> for WireError {
     fn from(e: EncodeError) -> Self {
-        WireError::Encode(e.to_string())
+        match e {
+            EncodeError::OverMaxPacketSize { size, max } => {
+                WireError::OverClientMaximum { size, max }
+            }
+            other => WireError::Encode(other.to_string()),
+        }
     }
 }
 
@@ -629,6 +643,39 @@ mod tests {
                 "level {level}"
             );
         }
+    }
+
+    #[test]
+    fn a_connack_over_the_clients_maximum_packet_size_is_not_encoded() {
+        // Found by the mqtt_packets fuzz target: a v5 CONNECT with an empty client id and a
+        // Maximum Packet Size of 43; the CONNACK with the assigned id is 50 bytes.
+        let mut body = string(b"MQTT");
+        body.extend([5, 0xC2, 0, 30, 5, 0x27, 0, 0, 0, 43]);
+        for s in [&b""[..], b"user", b"secret"] {
+            body.extend(string(s));
+        }
+        let mut buf = BytesMut::from(&[0x10, body.len() as u8][..]);
+        buf.extend_from_slice(&body);
+        let mut codec = Codec::new(1024);
+        let Ok(Some(Inbound::Connect(c))) = codec.decode(&mut buf) else {
+            panic!("no CONNECT");
+        };
+        codec.set_client_max_packet_size(c.max_packet_size.expect("sent"));
+        let connack = |assigned: Option<&str>| Outbound::ConnAck {
+            code: reason::SUCCESS,
+            reason: None,
+            receive_max: 64,
+            max_packet_size: 1024,
+            assigned_client_id: assigned.map(str::to_string),
+        };
+        let mut out = BytesMut::new();
+        let e = codec
+            .encode(connack(Some("sluice-0123456789abcdef")), &mut out)
+            .expect_err("over 43 bytes");
+        assert!(matches!(e, WireError::OverClientMaximum { .. }), "{e}");
+        codec
+            .encode(connack(None), &mut out)
+            .expect("fits in 43 bytes");
     }
 
     #[test]
