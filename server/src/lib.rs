@@ -35,6 +35,7 @@ pub mod pod;
 pub mod pstreams;
 pub mod rest;
 pub mod server;
+pub mod side_tls;
 pub mod sink;
 pub mod status;
 pub mod tables;

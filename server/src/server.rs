@@ -58,8 +58,9 @@ pub async fn run(
     });
     if let Some((k, listener)) = kafka {
         let pod = pod.clone();
+        let tls = options.tls.clone();
         tokio::spawn(async move {
-            if let Err(e) = crate::kafka::serve(pod, k, listener).await {
+            if let Err(e) = crate::kafka::serve(pod, k, listener, tls).await {
                 tracing::error!("the Kafka listener stopped: {e}");
             }
         });

@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import time
 import urllib.request
@@ -26,9 +27,15 @@ def free_port():
 
 
 class Server:
-    def __init__(self, data_dir, flush_interval="200ms", extra=()):
+    """A pod; with `tls` (the files of `test_tls.make_certs`) it serves TLS with the
+    certificate `server.pem`, and this client trusts `ca.pem`."""
+
+    def __init__(self, data_dir, flush_interval="200ms", extra=(), tls=None):
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
+        self.ssl = ssl.create_default_context(cafile=tls["ca.pem"]) if tls else None
+        if tls:
+            extra = ("--tls-cert", tls["server.pem"], "--tls-key", tls["server.key"], *extra)
         self.data_dir = data_dir
         binary = os.environ.get("SLUICE_BIN", "target/debug/sluice")
         self.log = open(os.path.join(data_dir, "server.log"), "wb")
@@ -40,7 +47,8 @@ class Server:
         deadline = time.time() + 60
         while time.time() < deadline:
             try:
-                with urllib.request.urlopen(self.url + "/healthz", timeout=1) as r:
+                with urllib.request.urlopen(self.url + "/healthz", timeout=1,
+                                            context=self.ssl) as r:
                     if r.status == 200:
                         return
             except OSError:
@@ -51,7 +59,7 @@ class Server:
         auth = base64.b64encode(f"{CLIENT_ID}:{CLIENT_SECRET}".encode()).decode()
         req = urllib.request.Request(self.url + "/oidc/v1/token", data=b"grant_type=client_credentials",
                                      headers={"Authorization": "Basic " + auth})
-        with urllib.request.urlopen(req) as r:
+        with urllib.request.urlopen(req, context=self.ssl) as r:
             return json.load(r)["access_token"]
 
     def api(self, method, path, body=None):
@@ -59,7 +67,7 @@ class Server:
         req = urllib.request.Request(self.url + "/api/2.1/unity-catalog/tables" + path, data=data, method=method,
                                      headers={"Authorization": "Bearer " + self.token(),
                                               "Content-Type": "application/json"})
-        with urllib.request.urlopen(req) as r:
+        with urllib.request.urlopen(req, context=self.ssl) as r:
             return json.load(r)
 
     def stop(self):

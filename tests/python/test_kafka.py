@@ -13,6 +13,8 @@ producer (`enable.idempotence=true`) while the pod is SIGKILLed and restarted: 0
 import json
 import os
 import shutil
+import socket
+import struct
 import subprocess
 import threading
 import time
@@ -29,8 +31,8 @@ COLUMNS = [("id", "bigint", "LONG", False), ("src", "string", "STRING", True),
            ("temp", "double", "DOUBLE", True)]
 
 
-def kafka_server(tmp_path, kport, extra=()):
-    return Server(tmp_path, extra=("--kafka-listen", f"127.0.0.1:{kport}", *extra))
+def kafka_server(tmp_path, kport, extra=(), tls=None):
+    return Server(tmp_path, extra=("--kafka-listen", f"127.0.0.1:{kport}", *extra), tls=tls)
 
 
 def plain_config(kport, **more):
@@ -272,3 +274,53 @@ def test_idempotent_producer_while_the_pod_is_sigkilled(tmp_path):
     ids = rows_in_delta(location)["id"].to_list()
     assert len(ids) == records, f"{len(ids) - len(set(ids))} duplicates, {records - len(set(ids))} lost"
     assert ids == list(range(records))
+
+
+def test_sasl_ssl_with_the_pods_certificate_and_a_plain_text_client_closed(tmp_path):
+    """With --tls-cert/--tls-key the Kafka port speaks TLS with the pod's certificate (as the
+    MQTT port does): confluent-kafka and kcat produce over `SASL_SSL` trusting the test CA;
+    a plain-text client of the TLS port is closed without a byte (a reset; librdkafka reports
+    a transport error in its error callback)."""
+    from test_tls import make_certs
+    certs = make_certs(str(tmp_path))
+    (tmp_path / "pod").mkdir()
+    kport = free_port()
+    server = kafka_server(tmp_path / "pod", kport, tls=certs)
+    try:
+        create_table(server, TABLE, COLUMNS)
+        location = server.api("GET", "/" + TABLE)["storage_location"]
+        ssl_config = plain_config(kport, **{"security.protocol": "SASL_SSL",
+                                            "ssl.ca.location": certs["ca.pem"],
+                                            "compression.type": "lz4"})
+        rows = [{"id": i, "src": "sasl_ssl"} for i in range(100)]
+        assert produce_all(Producer(ssl_config), TABLE, rows) == [None] * len(rows)
+
+        kcat = shutil.which("kcat")
+        assert kcat, "kcat is installed by scripts/test.sh"
+        lines = "".join(json.dumps({"id": 200 + i, "src": "kcat"}) + "\n" for i in range(10))
+        run = subprocess.run([kcat, "-P", "-b", f"127.0.0.1:{kport}", "-t", TABLE,
+                              "-X", "security.protocol=SASL_SSL", "-X", f"ssl.ca.location={certs['ca.pem']}",
+                              "-X", "sasl.mechanisms=PLAIN", "-X", f"sasl.username={CLIENT_ID}",
+                              "-X", f"sasl.password={CLIENT_SECRET}"],
+                             input=lines.encode(), capture_output=True, timeout=60)
+        assert run.returncode == 0, run.stderr
+
+        # Plain text on the TLS port: an ApiVersions request is closed without an answer.
+        client_id = b"raw"
+        request = struct.pack(">hhih", 18, 0, 1, len(client_id)) + client_id
+        sock = socket.create_connection(("127.0.0.1", kport), timeout=30)
+        sock.sendall(struct.pack(">i", len(request)) + request)
+        # The pod only peeked at the first byte: closing with the bytes unread is a reset.
+        with pytest.raises(ConnectionResetError):
+            sock.recv(4096)
+        seen = []
+        plain = Producer({**plain_config(kport), "error_cb": seen.append,
+                          "message.timeout.ms": 3000})
+        errors = produce_all(plain, TABLE, [{"id": -1}], timeout=20)
+        assert errors[0] is not None
+        transport = [e for e in seen if e.code() in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN)]
+        assert transport, seen
+        print("plain-text producer on the TLS port:", [e.str() for e in seen][:2])
+    finally:
+        server.stop()
+    assert rows_in_delta(location)["id"].to_list() == list(range(100)) + [200 + i for i in range(10)]

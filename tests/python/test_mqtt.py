@@ -41,9 +41,10 @@ DEVICES = int(os.environ.get("SLUICE_TEST_MQTT_DEVICES", "1000"))
 class MqttServer(Server):
     """A pod that also serves MQTT on its own port."""
 
-    def __init__(self, data_dir, extra=()):
+    def __init__(self, data_dir, extra=(), tls=None, flush_interval="200ms"):
         self.mqtt_port = free_port()
-        super().__init__(data_dir, extra=("--mqtt-listen", f"127.0.0.1:{self.mqtt_port}", *extra))
+        super().__init__(data_dir, flush_interval,
+                         extra=("--mqtt-listen", f"127.0.0.1:{self.mqtt_port}", *extra), tls=tls)
 
     def kill(self):
         self.proc.kill()
@@ -234,6 +235,12 @@ def test_credentials_and_grants_are_refused_with_their_reason_codes(server):
     assert code == 0x90 and "does not exist" in why, (code, why)
     d.close()
     assert [r["id"] for r in rows_in_delta(location, 2)] == [1, 2]
+    # Each refusal counted once in sluice_refusals_total by its gRPC code: 8 bad
+    # credentials, no MODIFY, a second table and a bad topic name, an unknown table; the 2
+    # records in sluice_mqtt_records_total and none in sluice_rest_records_total.
+    assert refusals(server) == {"Unauthenticated": 8, "PermissionDenied": 1,
+                                "InvalidArgument": 2, "NotFound": 1,
+                                "sluice_mqtt_records_total": 2}, refusals(server)
 
 
 def test_a_misfit_record_gets_0x99_naming_the_field_while_another_connection_flows(server):
@@ -275,19 +282,30 @@ def test_a_misfit_record_gets_0x99_naming_the_field_while_another_connection_flo
         {"id": 1, "temp": None, "_rescued_data": '{"temp":"warm"}'}]
 
 
-def raw_connect(port, keepalive=0, version=5, user=CLIENT_ID, password=CLIENT_SECRET, expect=0):
-    """A socket after a hand-made CONNECT (for what no well-behaved client sends); with
-    `expect=None`, the socket and the CONNACK's bytes."""
-    def s(b):
-        return struct.pack(">H", len(b)) + b
-    flags = 0x02 | 0x80 | 0x40
+def mqtt_string(b):
+    return struct.pack(">H", len(b)) + b
+
+
+def connect_packet(keepalive=0, version=5, user=CLIENT_ID, password=CLIENT_SECRET,
+                   client_id=b"raw", clean=True):
+    """A CONNECT's bytes."""
+    s = mqtt_string
+    flags = (0x02 if clean else 0) | 0x80 | 0x40
     var = s(b"MQTT") + bytes([version, flags]) + struct.pack(">H", keepalive)
     if version == 5:
         var += b"\x00"  # no properties
-    body = var + s(b"raw") + s(user.encode()) + s(password.encode())
+    body = var + s(client_id) + s(user.encode()) + s(password.encode())
     assert len(body) < 128
+    return bytes([0x10, len(body)]) + body
+
+
+def raw_connect(port, keepalive=0, version=5, user=CLIENT_ID, password=CLIENT_SECRET, expect=0,
+                client_id=b"raw", clean=True):
+    """A socket after a hand-made CONNECT (for what no well-behaved client sends); with
+    `expect=None`, the socket and the CONNACK's bytes."""
+    packet = connect_packet(keepalive, version, user, password, client_id, clean)
     sock = socket.create_connection(("127.0.0.1", port), timeout=30)
-    sock.sendall(bytes([0x10, len(body)]) + body)
+    sock.sendall(packet)
     head = sock.recv(2)
     assert head[:1] == b"\x20", head
     connack = head + sock.recv(head[1])
@@ -304,6 +322,127 @@ def read_all(sock):
         if not chunk:
             return out
         out += chunk
+
+
+def packet(first, body):
+    """An MQTT packet: first byte, remaining length (variable byte integer), body."""
+    n, length = len(body), b""
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        length += bytes([byte | (0x80 if n else 0)])
+        if not n:
+            return bytes([first]) + length + body
+
+
+def read_packet(sock):
+    """(first byte, body) of the next packet, or None once the server closed."""
+    head = sock.recv(1)
+    if not head:
+        return None
+    length, shift = 0, 0
+    while True:
+        byte = sock.recv(1)[0]
+        length |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            break
+    body = b""
+    while len(body) < length:
+        body += sock.recv(length - len(body))
+    return head[0], body
+
+
+def publish_packet(ident, payload, qos=1, retain=False, properties=b"\x00", topic=TABLE):
+    """A v5 PUBLISH's bytes."""
+    body = mqtt_string(topic.encode()) + struct.pack(">H", ident) + properties + payload
+    return packet(0x30 | (qos << 1) | (1 if retain else 0), body)
+
+
+def refusals(server):
+    """`sluice_refusals_total` by code, and the records counters, from one scrape."""
+    text = requests.get(server.url + "/metrics", timeout=10).text
+    out = {}
+    for line in text.splitlines():
+        if line.startswith(('sluice_refusals_total{code="', "sluice_mqtt_records_total ",
+                            "sluice_rest_records_total ")):
+            name, value = line.rsplit(" ", 1)
+            out[name.replace('sluice_refusals_total{code="', "").rstrip('"}')] = float(value)
+    return out
+
+
+def delta(before, after):
+    """What each series grew by (only those that moved)."""
+    return {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+
+
+def test_unserved_packets_client_ids_and_the_receive_maximum(server):
+    """What no well-behaved client sends, by hand, each answered and counted once in
+    `sluice_refusals_total{code}`: SUBSCRIBE, UNSUBSCRIBE and AUTH → DISCONNECT 0x83 (3.1.1:
+    closed); the retain flag → 0x9A; a topic alias → 0x94; a second CONNECT → 0x82; an empty
+    client id with clean start 0 → CONNACK 0x85 (3.1.1: return code 2); an empty client id
+    with clean start 1 (v5) → an assigned one in CONNACK; a 65th QoS 1/2 PUBLISH
+    unacknowledged → DISCONNECT 0x93 Receive Maximum exceeded. The accepted records count in
+    `sluice_mqtt_records_total`, not in `sluice_rest_records_total`."""
+    location = create_table(server)
+    before = refusals(server)
+    s = mqtt_string
+    for name, bytes_ in [
+        ("SUBSCRIBE", packet(0x82, b"\x00\x01" + b"\x00" + s(b"a/b") + b"\x01")),
+        ("UNSUBSCRIBE", packet(0xA2, b"\x00\x01" + b"\x00" + s(b"a/b"))),
+        ("AUTH", packet(0xF0, b"\x18\x00")),
+        ("retain", publish_packet(1, b'{"id": 1}', retain=True)),
+        ("topic alias", publish_packet(1, b'{"id": 1}', properties=b"\x03\x23\x00\x01")),
+        ("second CONNECT", connect_packet()),
+    ]:
+        sock = raw_connect(server.mqtt_port)
+        sock.sendall(bytes_)
+        answer = read_packet(sock)
+        expected = {"SUBSCRIBE": 0x83, "UNSUBSCRIBE": 0x83, "AUTH": 0x83, "retain": 0x9A,
+                    "topic alias": 0x94, "second CONNECT": 0x82}[name]
+        assert answer is not None and answer[0] == 0xE0 and answer[1][0] == expected, (name, answer)
+        assert read_packet(sock) is None, name
+    # 3.1.1 has no DISCONNECT from the server: closed.
+    sock = raw_connect(server.mqtt_port, version=4)
+    sock.sendall(packet(0x82, b"\x00\x01" + s(b"a/b") + b"\x01"))
+    assert read_all(sock) == b""
+    # An empty client id asking to keep its session: identifier rejected.
+    sock, connack = raw_connect(server.mqtt_port, version=4, client_id=b"", clean=False,
+                                expect=None)
+    assert connack == b"\x20\x02\x00\x02", connack
+    assert read_all(sock) == b""
+    sock = socket.create_connection(("127.0.0.1", server.mqtt_port), timeout=30)
+    sock.sendall(connect_packet(version=5, client_id=b"", clean=False))
+    first, connack = read_packet(sock)
+    assert first == 0x20 and connack[1] == 0x85 and b"needs clean start" in connack, connack
+    assert read_all(sock) == b""
+    # An empty client id with clean start 1 on v5: assigned in CONNACK.
+    d = Device(server.mqtt_port, client_id="")
+    props = {}
+    d.client.on_connect = lambda c, u, f, rc, p: (props.update(
+        assigned=getattr(p, "AssignedClientIdentifier", None)), d.connected.set())
+    d.client.connect("127.0.0.1", server.mqtt_port)
+    d.client.loop_start()
+    assert d.connected.wait(30)
+    assert props["assigned"] and props["assigned"].startswith("sluice-"), props
+    d.client.loop_stop()
+    d.client.disconnect()
+    # Receive maximum 64: 64 QoS 2 publishes answered PUBREC and never released hold all 64;
+    # one more QoS 1 publish is over it.
+    sock = raw_connect(server.mqtt_port)
+    sock.sendall(b"".join(publish_packet(i, json.dumps({"id": i}).encode(), qos=2)
+                          for i in range(1, 65)))
+    recs = [read_packet(sock) for _ in range(64)]
+    assert all(r[0] == 0x50 and (len(r[1]) == 2 or r[1][2] == 0) for r in recs), recs[:3]
+    sock.sendall(publish_packet(65, b'{"id": 65}', qos=1))
+    answer = read_packet(sock)
+    assert answer[0] == 0xE0 and answer[1][0] == 0x93, answer
+    assert b"receive maximum of 64" in answer[1], answer
+    assert read_packet(sock) is None
+    assert len(rows_in_delta(location, 64)) == 64
+    # Each refusal counted once, by the gRPC code of the same meaning; 64 records.
+    moved = delta(before, refusals(server))
+    assert moved == {"Unimplemented": 6, "InvalidArgument": 3, "ResourceExhausted": 1,
+                     "sluice_mqtt_records_total": 64}, moved
 
 
 def test_keep_alive_packet_size_and_malformed_packets_are_answered_then_closed(tmp_path):
@@ -497,46 +636,101 @@ def test_sigkill_mid_run_loses_no_acked_record_and_duplicates_none(tmp_path):
 
 
 def test_tls_with_the_pods_certificate(tmp_path):
-    """With --tls-cert/--tls-key the MQTT port speaks TLS with the pod's certificate."""
+    """With --tls-cert/--tls-key the MQTT port speaks TLS with the pod's certificate; a
+    plain-text client of it is closed without a byte (reset)."""
     from test_tls import make_certs
     certs = make_certs(str(tmp_path))
-    port, mqtt_port = free_port(), free_port()
-    url = f"https://127.0.0.1:{port}"
-    binary = os.environ.get("SLUICE_BIN", "target/debug/sluice")
-    log = open(tmp_path / "server.log", "wb")
-    proc = subprocess.Popen(
-        [binary, "serve", "--data-dir", str(tmp_path / "pod"), "--listen", f"127.0.0.1:{port}",
-         "--mqtt-listen", f"127.0.0.1:{mqtt_port}", "--flush-interval", "200ms",
-         "--bootstrap-principal", f"{CLIENT_ID}:{CLIENT_SECRET}",
-         "--tls-cert", certs["server.pem"], "--tls-key", certs["server.key"]],
-        stdout=log, stderr=subprocess.STDOUT)
+    (tmp_path / "pod").mkdir()
+    server = MqttServer(tmp_path / "pod", tls=certs)
     try:
-        deadline = time.time() + 60
-        while True:
-            try:
-                if requests.get(url + "/healthz", verify=certs["ca.pem"], timeout=1).ok:
-                    break
-            except requests.RequestException:
-                pass
-            assert time.time() < deadline, (tmp_path / "server.log").read_text()
-            time.sleep(0.1)
-        token = requests.post(url + "/oidc/v1/token", data={"grant_type": "client_credentials"},
-                              auth=(CLIENT_ID, CLIENT_SECRET), verify=certs["ca.pem"],
-                              timeout=10).json()["access_token"]
-        location = requests.post(url + "/api/2.1/unity-catalog/tables",
-                                 json={"name": TABLE, "columns": COLUMNS},
-                                 headers={"Authorization": "Bearer " + token},
-                                 verify=certs["ca.pem"], timeout=10).json()["storage_location"]
-        d = Device(mqtt_port, tls_ca=certs["ca.pem"])
+        location = create_table(server)
+        d = Device(server.mqtt_port, tls_ca=certs["ca.pem"])
         assert d.connect()[0] == 0
         assert d.publish({"id": 7, "temp": 7.5})[0] == 0
         d.close()
-        # A plain-text client of the TLS port gets no CONNACK.
-        sock = socket.create_connection(("127.0.0.1", mqtt_port), timeout=30)
-        sock.sendall(b"\x10\x0c\x00\x04MQTT\x05\x02\x00\x00\x00\x00\x00")
-        assert read_all(sock)[:1] != b"\x20"
+        sock = socket.create_connection(("127.0.0.1", server.mqtt_port), timeout=30)
+        sock.sendall(connect_packet())
+        # The pod only peeked at the first byte: closing with the bytes unread is a reset.
+        with pytest.raises(ConnectionResetError):
+            sock.recv(4096)
         assert rows_in_delta(location, 1) == [{"id": 7, "temp": 7.5}]
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
-        log.close()
+        server.stop()
+
+
+def fill(directory):
+    """Takes every free byte of the file system holding `directory` with one file."""
+    path = os.path.join(directory, "filler")
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY)
+    st = os.statvfs(directory)
+    size = st.f_bavail * st.f_frsize
+    while size > 0:
+        try:
+            os.posix_fallocate(fd, 0, size)
+            break
+        except OSError:
+            size -= 4096
+    os.close(fd)
+    return path
+
+
+def test_a_full_wal_disk_is_answered_0x97_and_the_held_publish_lands_when_space_returns(tmp_path):
+    """The WAL directory is a 4 MiB tmpfs (mounting needs root, as `server/tests/it/
+    disk_full.rs`; `SLUICE_SKIP_MOUNT_TESTS=1` skips it knowingly) filled by a file: the
+    publish whose frame the stalled WAL writer holds is not answered yet; a publish on
+    another connection meanwhile gets PUBACK 0x97 Quota exceeded naming the full disk
+    (counted once as ResourceExhausted); once space returns the held publish is PUBACKed and
+    every PUBACKed record is in Delta, the refused one not."""
+    if os.environ.get("SLUICE_SKIP_MOUNT_TESTS"):
+        pytest.skip("SLUICE_SKIP_MOUNT_TESTS is set: the tmpfs WAL test is skipped knowingly")
+    data = tmp_path / "pod"
+    wal = data / "wal"
+    wal.mkdir(parents=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m,mode=0700", "tmpfs", str(wal)],
+                             capture_output=True, text=True)
+    assert mounted.returncode == 0, f"mounting a tmpfs needs root: {mounted.stderr}"
+    server = None
+    try:
+        # No flush during the test: nothing is purged, so only the filler decides the space.
+        server = MqttServer(data, extra=("--wal-segment-bytes", str(256 << 10)),
+                            flush_interval="1h")
+        table = "main.mqtt.full"
+        location = server.api("POST", "", {"name": table, "columns": [
+            COLUMNS[0], {"name": "note", "type_text": "string", "type_name": "STRING",
+                         "nullable": True}]})["storage_location"]
+        before = refusals(server)
+        d = Device(server.mqtt_port)
+        assert d.connect()[0] == 0
+        assert d.publish({"id": 0}, topic=table)[0] == 0
+        filler = fill(str(wal))
+        acked, held = [0], None
+        body = "x" * 1000
+        for i in range(1, 2000):
+            mid = d.publish_async({"id": i, "note": body}, qos=1, topic=table)
+            deadline = time.time() + 3
+            while mid not in d.acks and time.time() < deadline:
+                time.sleep(0.01)
+            if mid not in d.acks:
+                held = (i, mid)
+                break
+            assert d.acks[mid][0] == 0, d.acks[mid]
+            acked.append(i)
+        assert held, "the WAL never stalled"
+        other = Device(server.mqtt_port)
+        assert other.connect()[0] == 0
+        code, why = other.publish({"id": 99_999}, topic=table)
+        assert code == 0x97 and "no space left" in why, (code, why)
+        print("0x97 reason string:", why)
+        other.close()
+        os.remove(filler)
+        assert d.wait_ack(held[1], timeout=30)[0] == 0, "the held publish is PUBACKed"
+        acked.append(held[0])
+        d.close()
+        assert delta(before, refusals(server)) == {
+            "ResourceExhausted": 1, "sluice_mqtt_records_total": len(acked)}
+    finally:
+        if server:
+            server.stop()
+        subprocess.run(["umount", "-l", str(wal)], check=False)
+    ids = sorted(pl.from_arrow(DeltaTable(location).to_pyarrow_table())["id"].to_list())
+    assert ids == acked, (len(ids), len(acked))

@@ -14,7 +14,7 @@ use libfuzzer_sys::fuzz_target;
 #[allow(dead_code)]
 mod wire;
 
-use wire::{reason, Codec, Inbound, Outbound};
+use wire::{reason, Codec, Inbound, Outbound, WireError};
 
 const MAX_PACKET: u32 = 4096;
 
@@ -33,7 +33,21 @@ fuzz_target!(|data: &[u8]| {
             let packet = match codec.decode(&mut buf) {
                 Ok(Some(p)) => p,
                 Ok(None) => break,
-                Err(_) => return,
+                Err(e) => {
+                    // An empty client id that asks to keep its session: CONNACK 0x85.
+                    if matches!(e, WireError::ClientIdRejected) && codec.version().is_some() {
+                        let connack = Outbound::ConnAck {
+                            code: e.reason_code(),
+                            reason: Some(e.to_string()),
+                            receive_max: 64,
+                            max_packet_size: MAX_PACKET,
+                            assigned_client_id: None,
+                        };
+                        let mut out = BytesMut::new();
+                        codec.encode(connack, &mut out).expect("CONNACK 0x85 encodes");
+                    }
+                    return;
+                }
             };
             assert!(buf.len() < before, "a packet decoded from no bytes");
             assert_eq!(matches!(packet, Inbound::Connect(_)), packets == 0);
@@ -57,12 +71,17 @@ fn answer(codec: &mut Codec, packet: Inbound) {
                     reason: Some(format!("no such client {}", c.client_id)),
                     receive_max: 64,
                     max_packet_size: MAX_PACKET,
+                    assigned_client_id: None,
                 },
                 Outbound::ConnAck {
                     code: reason::SUCCESS,
                     reason: None,
                     receive_max: 64,
                     max_packet_size: MAX_PACKET,
+                    assigned_client_id: c
+                        .client_id
+                        .is_empty()
+                        .then(|| "sluice-0123456789abcdef".to_string()),
                 },
             ]
         }
@@ -93,6 +112,11 @@ fn answer(codec: &mut Codec, packet: Inbound) {
         }],
     };
     for a in answers {
-        codec.encode(a, &mut out).expect("every answer encodes");
+        match codec.encode(a, &mut out) {
+            // An answer over the client's Maximum Packet Size may not be sent (the session
+            // closes the connection instead).
+            Ok(()) | Err(WireError::OverClientMaximum { .. }) => {}
+            Err(e) => panic!("an answer does not encode: {e}"),
+        }
     }
 }

@@ -117,7 +117,8 @@ pub struct ServeArgs {
     /// Table of OTLP metric data points sent without the table header.
     #[arg(long, value_parser = parse_table_name)]
     otlp_metrics_table: Option<String>,
-    /// Serve the Kafka producer protocol on this address too (e.g. 127.0.0.1:9092).
+    /// Serve the Kafka producer protocol on this address too (e.g. 127.0.0.1:9092; TLS
+    /// with --tls-cert when given: clients use SASL_SSL).
     #[arg(long)]
     kafka_listen: Option<std::net::SocketAddr>,
     /// HOST:PORT Kafka clients are told to connect to (Metadata). Default: the

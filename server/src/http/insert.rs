@@ -27,7 +27,12 @@ pub async fn insert(
     body: Body,
 ) -> Response {
     match handle(&pod, &rest, &table, &headers, body).await {
-        Ok(_) => StatusCode::OK.into_response(),
+        Ok(inserted) => {
+            // Counted here, not in the service: MQTT writes through it too and counts its
+            // records in `sluice_mqtt_records_total`.
+            metrics::counter!("sluice_rest_records_total").increment(inserted.records as u64);
+            StatusCode::OK.into_response()
+        }
         Err(e) => {
             e.count();
             let (status, code) = e.status();

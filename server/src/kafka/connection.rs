@@ -23,8 +23,7 @@ use kafka_protocol::messages::{
     ApiKey, ProducerId, RequestHeader, RequestKind, ResponseHeader, ResponseKind,
 };
 use kafka_protocol::protocol::{Encodable, StrBytes};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 use super::decode::decode_request;
@@ -33,6 +32,7 @@ use super::sasl::{self, Mechanism};
 use super::versions::{api_versions, served, UNSUPPORTED_VERSION};
 use crate::auth::Caller;
 use crate::config::AuthMode;
+use crate::ingest::acks::count_refusal_code;
 use crate::pod::Pod;
 
 /// Answers waiting to be written, per connection (the client's pipelining bound).
@@ -66,19 +66,21 @@ struct Session {
 enum Step {
     /// An answer (written when the future resolves, in request order).
     Answer(BoxFuture<'static, Option<Bytes>>),
-    /// Answer, then close.
-    AnswerAndClose(Bytes, String),
+    /// Answer, then close (a refusal, counted with its gRPC code).
+    AnswerAndClose(Bytes, tonic::Code, String),
     /// Nothing to write (acks=0).
     Silent,
-    /// Close without an answer.
-    Close(String),
+    /// Close without an answer (a refusal, counted with its gRPC code).
+    Close(tonic::Code, String),
 }
 
-/// Serves one connection until the client or the pod ends it.
-pub async fn serve(shared: Arc<Shared>, stream: TcpStream) {
-    let peer = stream.peer_addr().ok();
-    let _ = stream.set_nodelay(true);
-    let (mut reader, mut writer) = stream.into_split();
+/// Serves one connection (plain TCP or TLS) from `peer` until the client or the pod ends
+/// it.
+pub async fn serve<S>(shared: Arc<Shared>, stream: S, peer: std::net::SocketAddr)
+where
+    S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+{
+    let (mut reader, mut writer) = tokio::io::split(stream);
     let (tx, mut rx) = mpsc::channel::<BoxFuture<'static, Option<Bytes>>>(MAX_PENDING_ANSWERS);
     let write_task = tokio::spawn(async move {
         while let Some(answer) = rx.recv().await {
@@ -108,8 +110,11 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream) {
         let frame = match frame {
             Ok(Some(f)) => f,
             Ok(None) => break,
-            Err(reason) => {
-                tracing::info!(?peer, "Kafka connection closed: {reason}");
+            Err((code, reason)) => {
+                if let Some(code) = code {
+                    count_refusal_code(code);
+                }
+                tracing::info!(%peer, "Kafka connection closed: {reason}");
                 break;
             }
         };
@@ -117,13 +122,15 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream) {
         let sent = match step {
             Step::Answer(answer) => tx.send(answer).await.is_ok(),
             Step::Silent => true,
-            Step::AnswerAndClose(bytes, reason) => {
+            Step::AnswerAndClose(bytes, code, reason) => {
+                count_refusal_code(code);
                 let _ = tx.send(async move { Some(bytes) }.boxed()).await;
-                tracing::info!(?peer, "Kafka connection closed: {reason}");
+                tracing::info!(%peer, "Kafka connection closed: {reason}");
                 false
             }
-            Step::Close(reason) => {
-                tracing::info!(?peer, "Kafka connection closed: {reason}");
+            Step::Close(code, reason) => {
+                count_refusal_code(code);
+                tracing::info!(%peer, "Kafka connection closed: {reason}");
                 false
             }
         };
@@ -135,30 +142,39 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream) {
     let _ = write_task.await;
 }
 
-/// The next request frame (None: the client closed between frames).
+/// The next request frame (None: the client closed between frames); an error says why
+/// the connection ends, with the refusal's gRPC code when the client is at fault.
 async fn read_frame(
-    reader: &mut tokio::net::tcp::OwnedReadHalf,
+    reader: &mut (impl AsyncRead + Unpin),
     limit: usize,
-) -> Result<Option<Bytes>, String> {
+) -> Result<Option<Bytes>, (Option<tonic::Code>, String)> {
     let mut size = [0u8; 4];
     match reader.read_exact(&mut size).await {
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(e) => return Err(format!("reading: {e}")),
+        Err(e) => return Err((None, format!("reading: {e}"))),
     }
     let size = i32::from_be_bytes(size);
-    let size = usize::try_from(size).map_err(|_| format!("negative frame size {size}"))?;
+    let size = usize::try_from(size).map_err(|_| {
+        (
+            Some(tonic::Code::InvalidArgument),
+            format!("negative frame size {size}"),
+        )
+    })?;
     if size > limit {
-        return Err(format!(
-            "request frame of {size} bytes is over the limit of {limit} (--max-request-bytes \
-             plus {FRAME_OVERHEAD})"
+        return Err((
+            Some(tonic::Code::ResourceExhausted),
+            format!(
+                "request frame of {size} bytes is over the limit of {limit} \
+                 (--max-request-bytes plus {FRAME_OVERHEAD})"
+            ),
         ));
     }
     let mut frame = BytesMut::zeroed(size);
     reader
         .read_exact(&mut frame)
         .await
-        .map_err(|e| format!("reading a {size}-byte frame: {e}"))?;
+        .map_err(|e| (None, format!("reading a {size}-byte frame: {e}")))?;
     Ok(Some(frame.freeze()))
 }
 
@@ -182,36 +198,44 @@ fn encode(header: &RequestHeader, version: i16, body: ResponseKind) -> Result<By
 fn answer_now(header: &RequestHeader, body: impl Into<ResponseKind>) -> Step {
     match encode(header, header.request_api_version, body.into()) {
         Ok(bytes) => Step::Answer(async move { Some(bytes) }.boxed()),
-        Err(e) => Step::Close(e),
+        Err(e) => Step::Close(tonic::Code::Internal, e),
     }
 }
 
 async fn handle(shared: &Arc<Shared>, session: &mut Session, frame: Bytes) -> Step {
     let request = match decode_request(frame, served) {
         Ok(r) => r,
-        Err(e) => return Step::Close(e.to_string()),
+        Err(e) => return Step::Close(tonic::Code::InvalidArgument, e.to_string()),
     };
     let header = request.header;
     let version = header.request_api_version;
     let api = match ApiKey::try_from(header.request_api_key) {
         Ok(api) => api,
-        Err(_) => return Step::Close(format!("unknown API key {}", header.request_api_key)),
+        Err(_) => {
+            return Step::Close(
+                tonic::Code::Unimplemented,
+                format!("unknown API key {}", header.request_api_key),
+            )
+        }
     };
     let Some(body) = request.body else {
         if api == ApiKey::ApiVersions {
             // KIP-511: a version this pod does not serve gets the list in the v0 layout.
             return match encode(&header, 0, api_versions(UNSUPPORTED_VERSION).into()) {
                 Ok(bytes) => Step::Answer(async move { Some(bytes) }.boxed()),
-                Err(e) => Step::Close(e),
+                Err(e) => Step::Close(tonic::Code::Internal, e),
             };
         }
-        return Step::Close(match served(api) {
-            Some(range) => format!(
-                "{api:?} v{version} is not served (versions {}..={})",
-                range.min, range.max
-            ),
-            None => format!("{api:?} is not served (a producer-only broker)"),
-        });
+        return Step::Close(
+            tonic::Code::Unimplemented,
+            match served(api) {
+                Some(range) => format!(
+                    "{api:?} v{version} is not served (versions {}..={})",
+                    range.min, range.max
+                ),
+                None => format!("{api:?} is not served (a producer-only broker)"),
+            },
+        );
     };
     match body {
         RequestKind::ApiVersions(_) => answer_now(&header, api_versions(0)),
@@ -226,13 +250,17 @@ async fn handle(shared: &Arc<Shared>, session: &mut Session, frame: Bytes) -> St
                     session.mechanism = Some(m);
                     answer_now(&header, answer)
                 }
-                None => answer_now(&header, answer.with_error_code(UNSUPPORTED_SASL_MECHANISM)),
+                None => {
+                    count_refusal_code(tonic::Code::Unauthenticated);
+                    answer_now(&header, answer.with_error_code(UNSUPPORTED_SASL_MECHANISM))
+                }
             }
         }
         RequestKind::SaslAuthenticate(req) => {
             let Some(mechanism) = session.mechanism.take() else {
                 return close_with(
                     &header,
+                    tonic::Code::Unauthenticated,
                     SaslAuthenticateResponse::default()
                         .with_error_code(ILLEGAL_SASL_STATE)
                         .with_error_message(Some(StrBytes::from_static_str(
@@ -251,6 +279,7 @@ async fn handle(shared: &Arc<Shared>, session: &mut Session, frame: Bytes) -> St
                     let message = format!("{mechanism:?}: {e}");
                     close_with(
                         &header,
+                        tonic::Code::Unauthenticated,
                         SaslAuthenticateResponse::default()
                             .with_error_code(SASL_AUTHENTICATION_FAILED)
                             .with_error_message(Some(StrBytes::from_string(message.clone()))),
@@ -261,10 +290,13 @@ async fn handle(shared: &Arc<Shared>, session: &mut Session, frame: Bytes) -> St
         }
         other => {
             let Some(caller) = session.caller.clone() else {
-                return Step::Close(format!(
-                    "{api:?} before SASL authentication (use SASL_PLAINTEXT or SASL_SSL with \
-                     PLAIN or OAUTHBEARER)"
-                ));
+                return Step::Close(
+                    tonic::Code::Unauthenticated,
+                    format!(
+                        "{api:?} before SASL authentication (use SASL_PLAINTEXT or SASL_SSL \
+                         with PLAIN or OAUTHBEARER)"
+                    ),
+                );
             };
             match other {
                 RequestKind::Metadata(req) => answer_now(
@@ -275,16 +307,21 @@ async fn handle(shared: &Arc<Shared>, session: &mut Session, frame: Bytes) -> St
                     answer_now(&header, init_producer_id(shared, &req))
                 }
                 RequestKind::Produce(req) => produce_request(shared, &caller, header, req).await,
-                _ => Step::Close(format!("{api:?} is not served")),
+                _ => Step::Close(tonic::Code::Unimplemented, format!("{api:?} is not served")),
             }
         }
     }
 }
 
-fn close_with(header: &RequestHeader, body: SaslAuthenticateResponse, reason: &str) -> Step {
+fn close_with(
+    header: &RequestHeader,
+    code: tonic::Code,
+    body: SaslAuthenticateResponse,
+    reason: &str,
+) -> Step {
     match encode(header, header.request_api_version, body.into()) {
-        Ok(bytes) => Step::AnswerAndClose(bytes, reason.to_string()),
-        Err(e) => Step::Close(e),
+        Ok(bytes) => Step::AnswerAndClose(bytes, code, reason.to_string()),
+        Err(e) => Step::Close(code, e),
     }
 }
 
@@ -293,6 +330,7 @@ fn init_producer_id(
     req: &kafka_protocol::messages::InitProducerIdRequest,
 ) -> InitProducerIdResponse {
     if req.transactional_id.is_some() {
+        count_refusal_code(code::grpc(code::INVALID_REQUEST));
         return InitProducerIdResponse::default()
             .with_error_code(code::INVALID_REQUEST)
             .with_producer_id(ProducerId(-1))
@@ -310,6 +348,7 @@ fn init_producer_id(
             .with_producer_epoch(epoch),
         Err(e) => {
             tracing::error!("InitProducerId: {e}");
+            count_refusal_code(tonic::Code::Internal);
             InitProducerIdResponse::default()
                 .with_error_code(code::UNKNOWN_SERVER_ERROR)
                 .with_producer_id(ProducerId(-1))
@@ -352,6 +391,7 @@ async fn produce_request(
             if outcome.error_code != code::NONE {
                 metrics::counter!("sluice_kafka_refused_batches_total", "code" => outcome.error_code.to_string())
                     .increment(1);
+                count_refusal_code(outcome.grpc_code());
             }
             partitions.push((p.index, outcome));
         }
@@ -406,10 +446,13 @@ fn partition_response(
     version: i16,
 ) -> PartitionProduceResponse {
     let (error_code, message) = match (outcome.durable, wal_failed) {
-        (Some(_), Some(e)) => (
-            code::KAFKA_STORAGE_ERROR,
-            Some(format!("the WAL failed before the batch was durable: {e}")),
-        ),
+        (Some(_), Some(e)) => {
+            count_refusal_code(tonic::Code::Unavailable);
+            (
+                code::KAFKA_STORAGE_ERROR,
+                Some(format!("the WAL failed before the batch was durable: {e}")),
+            )
+        }
         _ => (outcome.error_code, outcome.message),
     };
     let mut answer = PartitionProduceResponse::default()

@@ -1,7 +1,8 @@
 //! Bytes from a Kafka client into typed requests: the request header and body (the
-//! `kafka-protocol` crate's types) and a Produce partition's record batch (v2, with its
-//! records decompressed by Sluice's own bounded readers: gzip, snappy raw or xerial-framed,
-//! LZ4 frames, zstd). Nothing here allocates more than the caller's limit because of what a
+//! `kafka-protocol` crate's types) and a Produce partition's record batch (v2, its CRC
+//! checked here, its records decompressed by Sluice's own bounded readers: gzip, snappy raw
+//! or xerial-framed, LZ4 frames, zstd; the crate gets the batch uncompressed and never
+//! decompresses). Nothing here allocates more than the caller's limit because of what a
 //! stranger wrote: a batch inflates to at most `limit` bytes and its record count is checked
 //! against the bytes before any record is decoded; array counts, lengths and header counts
 //! are checked against the bytes by [`super::bounds`] before the crate reserves them. No
@@ -10,7 +11,7 @@
 
 use std::io::Read;
 
-use bytes::{Buf, Bytes};
+use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind};
 use kafka_protocol::protocol::{decode_request_header_from_buffer, VersionRange};
 use kafka_protocol::records::{Compression, Record, RecordBatchDecoder};
@@ -18,10 +19,21 @@ use kafka_protocol::records::{Compression, Record, RecordBatchDecoder};
 /// The smallest a v2 record can be on the wire: length, attributes, timestamp delta,
 /// offset delta, key length, value length and header count, one byte each.
 pub const MIN_RECORD_BYTES: usize = 7;
-/// The magic byte's position in a record batch.
+/// Positions in a v2 record batch header.
+const LENGTH_OFFSET: usize = 8;
 const MAGIC_OFFSET: usize = 16;
+const CRC_OFFSET: usize = 17;
+const ATTRIBUTES_OFFSET: usize = 21;
+const PRODUCER_ID_OFFSET: usize = 43;
+const PRODUCER_EPOCH_OFFSET: usize = 51;
+const BASE_SEQUENCE_OFFSET: usize = 53;
+const COUNT_OFFSET: usize = 57;
 /// Length of a v2 batch header up to and including its record count.
 const BATCH_HEADER_BYTES: usize = 61;
+/// Attribute bits: the compression codec, a transactional batch, a control batch.
+const CODEC_BITS: i16 = 0x07;
+const TRANSACTIONAL_BIT: i16 = 0x10;
+const CONTROL_BIT: i16 = 0x20;
 /// The xerial snappy framing's magic (what the Java client writes).
 const XERIAL_MAGIC: &[u8] = b"\x82SNAPPY\x00";
 
@@ -113,7 +125,10 @@ pub struct Batch {
 }
 
 /// Decodes `data` as exactly one v2 record batch whose records inflate to at most
-/// `limit` bytes. The CRC is checked by the crate before anything is read.
+/// `limit` bytes. The CRC is checked before anything else is read; a compressed batch's
+/// records are inflated here, by Sluice's bounded readers, and handed to the crate as an
+/// uncompressed batch (header rewritten: codec bits cleared, length and CRC recomputed), so
+/// the crate never decompresses.
 pub fn decode_batch(data: Bytes, limit: usize) -> Result<Batch, DecodeError> {
     if data.len() < BATCH_HEADER_BYTES {
         return Err(DecodeError::Batch(format!(
@@ -127,10 +142,10 @@ pub fn decode_batch(data: Bytes, limit: usize) -> Result<Batch, DecodeError> {
             "record batch magic {magic}: only v2 batches (Produce v3+) are accepted"
         )));
     }
-    let declared = i32::from_be_bytes([data[8], data[9], data[10], data[11]]);
-    let whole = usize::try_from(declared)
+    let declared = i32::from_be_bytes(field(&data, LENGTH_OFFSET));
+    usize::try_from(declared)
         .ok()
-        .and_then(|n| n.checked_add(12))
+        .and_then(|n| n.checked_add(LENGTH_OFFSET + 4))
         .filter(|&n| n == data.len())
         .ok_or_else(|| {
             DecodeError::Batch(format!(
@@ -139,106 +154,139 @@ pub fn decode_batch(data: Bytes, limit: usize) -> Result<Batch, DecodeError> {
                 data.len()
             ))
         })?;
-    debug_assert_eq!(whole, data.len());
-    let count = i32::from_be_bytes([data[57], data[58], data[59], data[60]]);
+    let carried = u32::from_be_bytes(field(&data, CRC_OFFSET));
+    let computed = crc32c::crc32c(&data[ATTRIBUTES_OFFSET..]);
+    if carried != computed {
+        return Err(DecodeError::Batch(format!(
+            "record batch CRC {computed:#010x} does not match the {carried:#010x} it carries"
+        )));
+    }
+    let count = i32::from_be_bytes(field(&data, COUNT_OFFSET));
     let count = usize::try_from(count)
         .map_err(|_| DecodeError::Batch(format!("negative record count {count}")))?;
-    let mut info_buf = data.clone();
-    let info = RecordBatchDecoder::decode_batch_info(&mut info_buf)
-        .map_err(|e| malformed("record batch", e))?;
-    let Some(info) = info.into_iter().next() else {
-        return Err(DecodeError::Batch("no record batch".into()));
+    let attributes = i16::from_be_bytes(field(&data, ATTRIBUTES_OFFSET));
+    let compression = match attributes & CODEC_BITS {
+        0 => Compression::None,
+        1 => Compression::Gzip,
+        2 => Compression::Snappy,
+        3 => Compression::Lz4,
+        4 => Compression::Zstd,
+        n => return Err(DecodeError::Batch(format!("unknown compression codec {n}"))),
     };
-    let mut buf = data;
-    let bounded = |body: &mut Bytes, codec: Compression| -> anyhow::Result<Bytes> {
-        let out = inflate(body, codec, limit)?;
-        if count.saturating_mul(MIN_RECORD_BYTES) > out.len() {
-            anyhow::bail!(
-                "{count} records cannot fit in {} bytes of records",
-                out.len()
-            );
-        }
-        super::bounds::check_records(&out, count).map_err(anyhow::Error::msg)?;
-        Ok(out)
+    let records = inflate(data.slice(BATCH_HEADER_BYTES..), compression, limit)?;
+    if count.saturating_mul(MIN_RECORD_BYTES) > records.len() {
+        return Err(DecodeError::Batch(format!(
+            "{count} records cannot fit in {} bytes of records",
+            records.len()
+        )));
+    }
+    super::bounds::check_records(&records, count).map_err(DecodeError::Batch)?;
+    let mut plain = match compression {
+        Compression::None => data.clone(),
+        _ => uncompressed(&data, &records)?,
     };
-    let set = RecordBatchDecoder::decode_with_custom_compression(&mut buf, Some(bounded)).map_err(
-        |e| match e.downcast_ref::<DecodeError>() {
-            Some(inner) => inner.clone(),
-            None => malformed("record batch", format!("{e:#}")),
-        },
-    )?;
+    let set = RecordBatchDecoder::decode(&mut plain).map_err(|e| malformed("record batch", e))?;
     Ok(Batch {
-        producer_id: info.producer_id,
-        producer_epoch: info.producer_epoch,
-        base_sequence: info.base_sequence,
-        transactional: info.transactional,
-        control: info.control,
-        compression: info.compression,
+        producer_id: i64::from_be_bytes(field(&data, PRODUCER_ID_OFFSET)),
+        producer_epoch: i16::from_be_bytes(field(&data, PRODUCER_EPOCH_OFFSET)),
+        base_sequence: i32::from_be_bytes(field(&data, BASE_SEQUENCE_OFFSET)),
+        transactional: attributes & TRANSACTIONAL_BIT != 0,
+        control: attributes & CONTROL_BIT != 0,
+        compression,
         records: set.records,
     })
 }
 
+/// The `N` bytes of the batch header at `offset` (the caller checked the header's length).
+fn field<const N: usize>(data: &[u8], offset: usize) -> [u8; N] {
+    let mut out = [0u8; N];
+    out.copy_from_slice(&data[offset..offset + N]);
+    out
+}
+
+/// `header`'s batch with `records` as its uncompressed records: codec bits cleared, batch
+/// length and CRC recomputed.
+fn uncompressed(header: &[u8], records: &[u8]) -> Result<Bytes, DecodeError> {
+    let mut out = BytesMut::with_capacity(BATCH_HEADER_BYTES + records.len());
+    out.extend_from_slice(&header[..BATCH_HEADER_BYTES]);
+    out.extend_from_slice(records);
+    let length = i32::try_from(out.len() - LENGTH_OFFSET - 4)
+        .map_err(|_| DecodeError::Batch(format!("{} bytes of records", records.len())))?;
+    out[LENGTH_OFFSET..LENGTH_OFFSET + 4].copy_from_slice(&length.to_be_bytes());
+    let attributes = i16::from_be_bytes(field(&out, ATTRIBUTES_OFFSET)) & !CODEC_BITS;
+    out[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attributes.to_be_bytes());
+    let crc = crc32c::crc32c(&out[ATTRIBUTES_OFFSET..]);
+    out[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+    Ok(out.freeze())
+}
+
 /// The records section of a batch, decompressed into at most `limit` bytes.
-fn inflate(body: &mut Bytes, codec: Compression, limit: usize) -> anyhow::Result<Bytes> {
-    let input = body.copy_to_bytes(body.remaining());
-    let too_large = || anyhow::Error::new(DecodeError::TooLarge { limit });
+fn inflate(input: Bytes, codec: Compression, limit: usize) -> Result<Bytes, DecodeError> {
     match codec {
         Compression::None => {
             if input.len() > limit {
-                return Err(too_large());
+                return Err(DecodeError::TooLarge { limit });
             }
             Ok(input)
         }
         Compression::Gzip => read_bounded(flate2::read::GzDecoder::new(&input[..]), limit),
-        Compression::Zstd => read_bounded(zstd::stream::read::Decoder::new(&input[..])?, limit),
+        Compression::Zstd => read_bounded(
+            zstd::stream::read::Decoder::new(&input[..]).map_err(decompressing)?,
+            limit,
+        ),
         Compression::Lz4 => read_bounded(lz4_flex::frame::FrameDecoder::new(&input[..]), limit),
         Compression::Snappy => snappy(&input, limit),
     }
 }
 
+fn decompressing(e: impl std::fmt::Display) -> DecodeError {
+    DecodeError::Batch(format!("decompressing: {e}"))
+}
+
 /// Reads `reader` to its end, refusing more than `limit` bytes.
-fn read_bounded(reader: impl Read, limit: usize) -> anyhow::Result<Bytes> {
+fn read_bounded(reader: impl Read, limit: usize) -> Result<Bytes, DecodeError> {
     let mut out = Vec::new();
     reader
         .take(limit as u64 + 1)
         .read_to_end(&mut out)
-        .map_err(|e| anyhow::anyhow!("decompressing: {e}"))?;
+        .map_err(decompressing)?;
     if out.len() > limit {
-        return Err(anyhow::Error::new(DecodeError::TooLarge { limit }));
+        return Err(DecodeError::TooLarge { limit });
     }
     Ok(Bytes::from(out))
 }
 
 /// Snappy as Kafka clients write it: raw (librdkafka) or xerial-framed (the Java client):
 /// the magic, two version words, then `u32 length | raw snappy block` repeated.
-fn snappy(input: &[u8], limit: usize) -> anyhow::Result<Bytes> {
-    let too_large = || anyhow::Error::new(DecodeError::TooLarge { limit });
+fn snappy(input: &[u8], limit: usize) -> Result<Bytes, DecodeError> {
+    let too_large = || DecodeError::TooLarge { limit };
     let mut decoder = snap::raw::Decoder::new();
     if !input.starts_with(XERIAL_MAGIC) {
-        if snap::raw::decompress_len(input)? > limit {
+        if snap::raw::decompress_len(input).map_err(decompressing)? > limit {
             return Err(too_large());
         }
-        return Ok(Bytes::from(decoder.decompress_vec(input)?));
+        return Ok(Bytes::from(
+            decoder.decompress_vec(input).map_err(decompressing)?,
+        ));
     }
-    let mut rest = input
-        .get(16..)
-        .ok_or_else(|| anyhow::anyhow!("xerial snappy header cut short"))?;
+    let cut = |what: &str| DecodeError::Batch(format!("xerial snappy {what} cut short"));
+    let mut rest = input.get(16..).ok_or_else(|| cut("header"))?;
     let mut out = Vec::new();
     while !rest.is_empty() {
         let (len, tail) = rest
             .split_first_chunk::<4>()
-            .ok_or_else(|| anyhow::anyhow!("xerial snappy block length cut short"))?;
+            .ok_or_else(|| cut("block length"))?;
         let len = u32::from_be_bytes(*len) as usize;
-        let block = tail
-            .get(..len)
-            .ok_or_else(|| anyhow::anyhow!("xerial snappy block cut short"))?;
-        let size = snap::raw::decompress_len(block)?;
+        let block = tail.get(..len).ok_or_else(|| cut("block"))?;
+        let size = snap::raw::decompress_len(block).map_err(decompressing)?;
         if out.len().saturating_add(size) > limit {
             return Err(too_large());
         }
         let start = out.len();
         out.resize(start + size, 0);
-        decoder.decompress(block, &mut out[start..])?;
+        decoder
+            .decompress(block, &mut out[start..])
+            .map_err(decompressing)?;
         rest = &tail[len..];
     }
     Ok(Bytes::from(out))
@@ -279,31 +327,29 @@ mod tests {
             &mut buf,
             records.iter(),
             &options,
-            Some(
-                |raw: &mut BytesMut, out: &mut BytesMut, c: Compression| -> anyhow::Result<()> {
-                    use std::io::Write;
-                    let data: Vec<u8> = match c {
-                        Compression::None => raw.to_vec(),
-                        Compression::Gzip => {
-                            let mut e = flate2::write::GzEncoder::new(
-                                Vec::new(),
-                                flate2::Compression::default(),
-                            );
-                            e.write_all(raw)?;
-                            e.finish()?
-                        }
-                        Compression::Zstd => zstd::encode_all(&raw[..], 3)?,
-                        Compression::Lz4 => {
-                            let mut e = lz4_flex::frame::FrameEncoder::new(Vec::new());
-                            e.write_all(raw)?;
-                            e.finish()?
-                        }
-                        Compression::Snappy => snap::raw::Encoder::new().compress_vec(raw)?,
-                    };
-                    out.extend_from_slice(&data);
-                    Ok(())
-                },
-            ),
+            Some(|raw: &mut BytesMut, out: &mut BytesMut, c: Compression| {
+                use std::io::Write;
+                let data: Vec<u8> = match c {
+                    Compression::None => raw.to_vec(),
+                    Compression::Gzip => {
+                        let mut e = flate2::write::GzEncoder::new(
+                            Vec::new(),
+                            flate2::Compression::default(),
+                        );
+                        e.write_all(raw)?;
+                        e.finish()?
+                    }
+                    Compression::Zstd => zstd::encode_all(&raw[..], 3)?,
+                    Compression::Lz4 => {
+                        let mut e = lz4_flex::frame::FrameEncoder::new(Vec::new());
+                        e.write_all(raw)?;
+                        e.finish()?
+                    }
+                    Compression::Snappy => snap::raw::Encoder::new().compress_vec(raw)?,
+                };
+                out.extend_from_slice(&data);
+                Ok(())
+            }),
         )
         .expect("encode");
         buf.freeze()

@@ -12,7 +12,7 @@
 //! - [`produce`]: one partition's batch into its table (REST insert's path).
 //! - [`producers`]: idempotent producers on the persistent-stream watermark;
 //!   [`producer_stream`]: that stream moved between pods like a resumed persistent stream.
-//! - [`connection`]: one client connection, answers in request order.
+//! - [`connection`]: one client connection (plain or TLS), answers in request order.
 
 pub mod bounds;
 pub mod connection;
@@ -28,6 +28,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
+use tokio_rustls::rustls::ServerConfig;
 
 pub use crate::config::KafkaConfig;
 use crate::error::{Result, ServerError};
@@ -66,13 +67,21 @@ pub async fn bind(config: &KafkaConfig) -> Result<TcpListener> {
         .map_err(|e| ServerError::io(format!("binding --kafka-listen {}", config.listen), e))
 }
 
-/// Accepts Kafka connections on `listener` until the pod shuts down.
-pub async fn serve(pod: Arc<Pod>, config: KafkaConfig, listener: TcpListener) -> Result<()> {
+/// Accepts Kafka connections on `listener` until the pod shuts down: plain text, or TLS
+/// with the pod's certificate when `tls` is given (`--tls-cert`, as the MQTT port;
+/// clients use `SASL_SSL`, a plain-text client is closed without an answer).
+pub async fn serve(
+    pod: Arc<Pod>,
+    config: KafkaConfig,
+    listener: TcpListener,
+    tls: Option<Arc<ServerConfig>>,
+) -> Result<()> {
     let bound = listener
         .local_addr()
         .map_err(|e| ServerError::io("reading the Kafka listen address", e))?;
     let advertise = advertised(&config, bound)?;
-    tracing::info!(%bound, host = %advertise.0, port = advertise.1, "sluice is serving Kafka producers");
+    tracing::info!(%bound, host = %advertise.0, port = advertise.1, tls = tls.is_some(), "sluice is serving Kafka producers");
+    let acceptor = crate::side_tls::acceptor(tls);
     let shared = Arc::new(connection::Shared {
         pod: pod.clone(),
         kafka: Arc::new(KafkaIngest::default()),
@@ -85,9 +94,19 @@ pub async fn serve(pod: Arc<Pod>, config: KafkaConfig, listener: TcpListener) ->
             accepted = listener.accept() => accepted,
         };
         match accepted {
-            Ok((stream, _)) => {
+            Ok((stream, peer)) => {
+                let _ = stream.set_nodelay(true);
                 let shared = shared.clone();
-                pod.stream_tasks.spawn(connection::serve(shared, stream));
+                let acceptor = acceptor.clone();
+                pod.stream_tasks.spawn(async move {
+                    match acceptor {
+                        None => connection::serve(shared, stream, peer).await,
+                        Some(acceptor) => match crate::side_tls::accept(&acceptor, stream).await {
+                            Ok(tls) => connection::serve(shared, tls, peer).await,
+                            Err(e) => tracing::info!(%peer, "Kafka connection closed: {e}"),
+                        },
+                    }
+                });
             }
             Err(e) => {
                 tracing::warn!("accepting a Kafka connection: {e}");

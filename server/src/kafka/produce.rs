@@ -60,6 +60,26 @@ pub mod code {
     pub const KAFKA_STORAGE_ERROR: i16 = 56;
     /// A record does not fit the table.
     pub const INVALID_RECORD: i16 = 87;
+
+    /// The gRPC code a refusal with Kafka error `code` is counted as in
+    /// `sluice_refusals_total{code}` (the label every door shares).
+    pub fn grpc(code: i16) -> tonic::Code {
+        match code {
+            NONE => tonic::Code::Ok,
+            CORRUPT_MESSAGE | INVALID_REQUIRED_ACKS | INVALID_RECORD => {
+                tonic::Code::InvalidArgument
+            }
+            UNKNOWN_TOPIC_OR_PARTITION => tonic::Code::NotFound,
+            MESSAGE_TOO_LARGE => tonic::Code::ResourceExhausted,
+            TOPIC_AUTHORIZATION_FAILED => tonic::Code::PermissionDenied,
+            INVALID_REQUEST => tonic::Code::Unimplemented,
+            OUT_OF_ORDER_SEQUENCE_NUMBER | INVALID_PRODUCER_EPOCH => {
+                tonic::Code::FailedPrecondition
+            }
+            KAFKA_STORAGE_ERROR => tonic::Code::Unavailable,
+            _ => tonic::Code::Internal,
+        }
+    }
 }
 
 /// The opt-in columns, in the order they are appended to a record.
@@ -78,6 +98,8 @@ pub struct Outcome {
     pub base_offset: i64,
     /// The frame to wait for before answering.
     pub durable: Option<Lsn>,
+    /// The gRPC code of a refusal that came from a pod error (else [`code::grpc`]).
+    pub grpc: Option<tonic::Code>,
 }
 
 impl Outcome {
@@ -103,7 +125,15 @@ impl Outcome {
             | ServerError::Unavailable(_) => code::KAFKA_STORAGE_ERROR,
             _ => code::UNKNOWN_SERVER_ERROR,
         };
-        Outcome::refused(code, e.to_string())
+        Outcome {
+            grpc: Some(e.to_status().code()),
+            ..Outcome::refused(code, e.to_string())
+        }
+    }
+
+    /// The gRPC code this outcome counts as in `sluice_refusals_total{code}`.
+    pub fn grpc_code(&self) -> tonic::Code {
+        self.grpc.unwrap_or_else(|| code::grpc(self.error_code))
     }
 }
 
@@ -218,6 +248,8 @@ pub async fn produce(
     };
     if outcome.error_code == code::NONE {
         metrics::counter!("sluice_kafka_records_total").increment(texts.len() as u64);
+        metrics::counter!("sluice_table_records_total", "table" => sink.name().to_string())
+            .increment(texts.len() as u64);
         metrics::counter!("sluice_ingest_bytes_total").increment(bytes as u64);
         pod.load.record_ingress(bytes);
     }

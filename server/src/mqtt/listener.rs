@@ -1,5 +1,6 @@
 //! The MQTT port (`--mqtt-listen`): plain TCP, or TLS with the pod's certificate when
-//! `--tls-cert`/`--tls-key` are given (no ALPN required). Each connection is a task
+//! `--tls-cert`/`--tls-key` are given (`crate::side_tls`: no ALPN required, a plain-text
+//! client closed without an answer). Each connection is a task
 //! (`session::serve`); at shutdown the port stops accepting and [`serve`] returns once
 //! every connection has answered what it took and closed.
 
@@ -8,25 +9,15 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio_rustls::rustls::ServerConfig;
-use tokio_rustls::TlsAcceptor;
 use tokio_util::task::TaskTracker;
 
 use crate::pod::Pod;
 
 use super::session::{self, Shared};
 
-/// A client must finish its TLS handshake in this time.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
 /// Serves MQTT on `listener` until the pod shuts down and every connection has closed.
 pub async fn serve(listener: TcpListener, pod: Arc<Pod>, tls: Option<Arc<ServerConfig>>) {
-    let acceptor = tls.map(|config| {
-        let mut config = (*config).clone();
-        // The gRPC port's ALPN list (h2, http/1.1) would refuse an MQTT client offering
-        // `mqtt`; MQTT needs none.
-        config.alpn_protocols = Vec::new();
-        TlsAcceptor::from(Arc::new(config))
-    });
+    let acceptor = crate::side_tls::acceptor(tls);
     let shared = Arc::new(Shared {
         rest: Arc::new(crate::rest::RestIngest::new(pod.idempotency.clone())),
         max_packet_size: u32::try_from(pod.config.max_message_bytes).unwrap_or(u32::MAX),
@@ -51,13 +42,10 @@ pub async fn serve(listener: TcpListener, pod: Arc<Pod>, tls: Option<Arc<ServerC
         connections.spawn(async move {
             match acceptor {
                 None => session::serve(stream, shared).await,
-                Some(acceptor) => {
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                        Ok(Ok(tls)) => session::serve(tls, shared).await,
-                        Ok(Err(e)) => tracing::debug!(%peer, "MQTT TLS handshake failed: {e}"),
-                        Err(_) => tracing::debug!(%peer, "MQTT TLS handshake timed out"),
-                    }
-                }
+                Some(acceptor) => match crate::side_tls::accept(&acceptor, stream).await {
+                    Ok(tls) => session::serve(tls, shared).await,
+                    Err(e) => tracing::debug!(%peer, "MQTT connection closed: {e}"),
+                },
             }
         });
     }

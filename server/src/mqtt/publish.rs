@@ -22,19 +22,24 @@ use super::credentials::Identity;
 use super::payload;
 use super::wire::reason;
 
-/// A refused PUBLISH: its MQTT 5 reason code and reason string.
+/// A refused PUBLISH: its MQTT 5 reason code and reason string, and the gRPC code it is
+/// counted as in `sluice_refusals_total{code}` (the label every door shares).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
     /// MQTT 5 PUBACK reason code.
     pub code: u8,
+    /// The gRPC code of the same meaning.
+    pub grpc: tonic::Code,
     /// Why.
     pub reason: String,
 }
 
 impl Refusal {
-    fn new(code: u8, reason: impl Into<String>) -> Refusal {
+    /// A refusal with these codes.
+    pub fn new(code: u8, grpc: tonic::Code, reason: impl Into<String>) -> Refusal {
         Refusal {
             code,
+            grpc,
             reason: reason.into(),
         }
     }
@@ -64,6 +69,7 @@ pub async fn bind(
         }
         return Err(Refusal::new(
             reason::TOPIC_NAME_INVALID,
+            tonic::Code::InvalidArgument,
             format!(
                 "one table per connection: this connection writes `{}`, not `{table}`; open \
                  another connection for another table",
@@ -75,12 +81,13 @@ pub async fn bind(
     if parts.len() != 3 || parts.iter().any(|p| p.is_empty()) {
         return Err(Refusal::new(
             reason::TOPIC_NAME_INVALID,
+            tonic::Code::InvalidArgument,
             format!("topic `{topic}` is not a table name: publish to `catalog.schema.table`"),
         ));
     }
     identity
         .authorize_write(pod, &table)
-        .map_err(|e| Refusal::new(reason::NOT_AUTHORIZED, e.to_string()))?;
+        .map_err(|e| Refusal::new(reason::NOT_AUTHORIZED, e.to_status().code(), e.to_string()))?;
     let sink = pod
         .sink_for(&table)
         .await
@@ -88,6 +95,7 @@ pub async fn bind(
         .ok_or_else(|| {
             Refusal::new(
                 reason::TOPIC_NAME_INVALID,
+                tonic::Code::NotFound,
                 format!("table `{table}` does not exist"),
             )
         })?;
@@ -102,8 +110,13 @@ pub async fn write(
     binding: Binding,
     payload: bytes::Bytes,
 ) -> Result<usize, Refusal> {
-    let records =
-        payload::records(&payload).map_err(|e| Refusal::new(reason::PAYLOAD_FORMAT_INVALID, e))?;
+    let records = payload::records(&payload).map_err(|e| {
+        Refusal::new(
+            reason::PAYLOAD_FORMAT_INVALID,
+            tonic::Code::InvalidArgument,
+            e,
+        )
+    })?;
     let inserted = crate::rest::insert(&pod, &rest, &binding.sink, &records, None)
         .await
         .map_err(refusal)?;
@@ -127,5 +140,5 @@ fn refusal(e: RestError) -> Refusal {
         },
         _ => reason::UNSPECIFIED,
     };
-    Refusal::new(code, e.to_string())
+    Refusal::new(code, e.grpc_code(), e.to_string())
 }

@@ -9,8 +9,18 @@
 //!   again without writing), QoS 0 → nothing. A refusal is the reason code on the PUBACK /
 //!   PUBREC (v5); a refused QoS 0 publish gets a DISCONNECT with the code (v5). 3.1.1 has no
 //!   negative acks: a refusal closes the connection there.
+//! - Client ids: an empty one with clean start (3.1.1: clean session) 0 is refused with
+//!   CONNACK 0x85 (3.1.1: return code 2, identifier rejected); an empty one with clean
+//!   start 1 on v5 is given one, `sluice-` and 16 random hex digits, in the CONNACK's
+//!   Assigned Client Identifier.
 //! - Receive maximum: at most [`RECEIVE_MAXIMUM`] QoS 1/2 publishes unanswered (QoS 2 until
-//!   PUBREL); at the limit the connection is not read, so TCP pushes back on the client.
+//!   PUBREL → PUBCOMP). v5: one more is a protocol violation, answered DISCONNECT 0x93
+//!   Receive Maximum exceeded; the connection is read on (so that one is seen) until
+//!   2 × [`RECEIVE_MAXIMUM`] publishes of any QoS are held, then TCP pushes back. 3.1.1
+//!   has no receive maximum: at [`RECEIVE_MAXIMUM`] held the connection is not read.
+//! - Every refusal (CONNACK, PUBACK/PUBREC or DISCONNECT with a code ≥ 0x80, or the
+//!   close that stands for it on 3.1.1; not the shutdown's 0x8B) is counted in
+//!   `sluice_refusals_total{code}` with the gRPC code of the same meaning.
 //! - Keep alive: no packet for 1.5 × the client's keep-alive → DISCONNECT 0x8D, close.
 //! - Sessions: none survive the connection (CONNACK says session present 0 and session
 //!   expiry 0); a will message is ignored; SUBSCRIBE/UNSUBSCRIBE/AUTH → DISCONNECT 0x83.
@@ -28,6 +38,7 @@ use futures::stream::{FuturesOrdered, StreamExt};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::time::Instant;
 
+use crate::ingest::acks::count_refusal_code;
 use crate::pod::Pod;
 use crate::rest::RestIngest;
 
@@ -61,11 +72,15 @@ type Pending = Pin<Box<dyn Future<Output = Answered> + Send>>;
 
 /// A connection's state after CONNACK.
 struct State {
+    /// The connection's protocol version (the receive maximum is policed on v5 only).
+    version: Version,
     identity: Identity,
     /// The table, bound by the first accepted PUBLISH.
     binding: Option<Binding>,
     /// PUBLISH outcomes not answered yet, in arrival order.
     pending: FuturesOrdered<Pending>,
+    /// QoS 1/2 publishes among `pending`.
+    unanswered: usize,
     /// QoS 2 packet ids being written.
     writing_qos2: HashSet<u16>,
     /// QoS 2 packet ids answered PUBREC, until their PUBREL.
@@ -73,9 +88,18 @@ struct State {
 }
 
 impl State {
-    /// Whether another QoS 1/2 publish fits in the receive maximum.
-    fn has_room(&self) -> bool {
-        self.pending.len() + self.awaiting_rel.len() < usize::from(RECEIVE_MAXIMUM)
+    /// Whether the connection is read now (else TCP pushes back).
+    fn readable(&self) -> bool {
+        let held = self.pending.len() + self.awaiting_rel.len();
+        match self.version {
+            Version::V3 => held < usize::from(RECEIVE_MAXIMUM),
+            Version::V5 => held < 2 * usize::from(RECEIVE_MAXIMUM),
+        }
+    }
+
+    /// QoS 1/2 publishes not yet answered PUBACK / PUBCOMP.
+    fn in_flight(&self) -> usize {
+        self.unanswered + self.awaiting_rel.len()
     }
 }
 
@@ -85,6 +109,22 @@ enum End {
     Close,
     /// Send this DISCONNECT (v5) and close.
     Disconnect(u8, String),
+}
+
+/// Ends the connection for the client's fault: DISCONNECT `code` (v5), counted in
+/// `sluice_refusals_total` as `grpc`.
+fn refuse(code: u8, grpc: tonic::Code, why: impl Into<String>) -> End {
+    count_refusal_code(grpc);
+    End::Disconnect(code, why.into())
+}
+
+/// The gRPC code a refusal of the bytes themselves counts as.
+fn wire_grpc(e: &WireError) -> tonic::Code {
+    match e {
+        WireError::TooLarge { .. } => tonic::Code::ResourceExhausted,
+        WireError::OverClientMaximum { .. } | WireError::Encode(_) => tonic::Code::Internal,
+        _ => tonic::Code::InvalidArgument,
+    }
 }
 
 /// Serves one connection until it closes.
@@ -124,7 +164,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
             Err(refused) => {
                 metrics::counter!("sluice_mqtt_connects_total", "outcome" => "refused")
                     .increment(1);
-                self.send(self.connack(refused.code, Some(refused.reason)))
+                count_refusal_code(tonic::Code::Unauthenticated);
+                self.send(self.connack(refused.code, Some(refused.reason), None))
                     .await?;
                 return self.stream.shutdown().await;
             }
@@ -133,7 +174,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
         if let Some(size) = connect.max_packet_size {
             self.codec.set_client_max_packet_size(size);
         }
-        self.send(self.connack(reason::SUCCESS, None)).await?;
+        let assigned = (connect.version == Version::V5 && connect.client_id.is_empty())
+            .then(|| format!("sluice-{:016x}", rand::random::<u64>()));
+        self.send(self.connack(reason::SUCCESS, None, assigned))
+            .await?;
         let keep_alive = (connect.keep_alive > 0)
             .then(|| Duration::from_millis(u64::from(connect.keep_alive) * 1500));
         let end = self.publishes(identity, keep_alive).await?;
@@ -151,12 +195,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
         self.codec.version().unwrap_or(Version::V5)
     }
 
-    fn connack(&self, code: u8, reason: Option<String>) -> Outbound {
+    fn connack(&self, code: u8, reason: Option<String>, assigned: Option<String>) -> Outbound {
         Outbound::ConnAck {
             code,
             reason,
             receive_max: RECEIVE_MAXIMUM,
             max_packet_size: self.shared.max_packet_size,
+            assigned_client_id: assigned,
         }
     }
 
@@ -168,9 +213,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
     ) -> std::io::Result<End> {
         let pod = self.shared.pod.clone();
         let mut st = State {
+            version: self.version(),
             identity,
             binding: None,
             pending: FuturesOrdered::new(),
+            unanswered: 0,
             writing_qos2: HashSet::new(),
             awaiting_rel: HashSet::new(),
         };
@@ -181,7 +228,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
             if end.is_some() && st.pending.is_empty() {
                 break;
             }
-            let read = reading && st.has_room() && end.is_none();
+            let read = reading && st.readable() && end.is_none();
             tokio::select! {
                 _ = pod.shutdown.cancelled(), if end.is_none() => {
                     end = Some(End::Disconnect(
@@ -193,14 +240,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
                     if done.qos == 2 {
                         st.writing_qos2.remove(&done.id);
                     }
+                    if done.qos > 0 {
+                        st.unanswered -= 1;
+                    }
                     if let Some(stop) = self.answer(done, &mut st.awaiting_rel).await? {
                         end.get_or_insert(stop);
                     }
                 }
                 _ = sleep_until(deadline), if deadline.is_some() && end.is_none() => {
-                    end = Some(End::Disconnect(
+                    end = Some(refuse(
                         reason::KEEP_ALIVE_TIMEOUT,
-                        "no packet within 1.5 times the keep-alive".into(),
+                        tonic::Code::DeadlineExceeded,
+                        "no packet within 1.5 times the keep-alive",
                     ));
                 }
                 n = self.stream.read_buf(&mut self.buf), if read => {
@@ -217,7 +268,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
                             Ok(Some(p)) => p,
                             Ok(None) => break,
                             Err(e) => {
-                                end = Some(End::Disconnect(e.reason_code(), e.to_string()));
+                                end = Some(refuse(e.reason_code(), wire_grpc(&e), e.to_string()));
                                 break;
                             }
                         };
@@ -248,12 +299,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
             }
             Inbound::ClientAck => Ok(None),
             Inbound::Disconnect(_) => Ok(Some(End::Close)),
-            Inbound::Connect(_) => Ok(Some(End::Disconnect(
+            Inbound::Connect(_) => Ok(Some(refuse(
                 reason::PROTOCOL_ERROR,
-                "a second CONNECT".into(),
+                tonic::Code::InvalidArgument,
+                "a second CONNECT",
             ))),
-            Inbound::Unsupported(what) => Ok(Some(End::Disconnect(
+            Inbound::Unsupported(what) => Ok(Some(refuse(
                 reason::IMPLEMENTATION_SPECIFIC,
+                tonic::Code::Unimplemented,
                 format!("{what} is not served: Sluice takes PUBLISH into tables only"),
             ))),
         }
@@ -261,15 +314,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
 
     async fn publish(&mut self, p: Publish, st: &mut State) -> std::io::Result<Option<End>> {
         if p.retain {
-            return Ok(Some(End::Disconnect(
+            return Ok(Some(refuse(
                 reason::RETAIN_NOT_SUPPORTED,
-                "retained messages are not supported (CONNACK says Retain Available 0)".into(),
+                tonic::Code::Unimplemented,
+                "retained messages are not supported (CONNACK says Retain Available 0)",
             )));
         }
         if p.topic_alias.is_some() {
-            return Ok(Some(End::Disconnect(
-                0x94,
-                "topic aliases are not supported (CONNACK says Topic Alias Maximum 0)".into(),
+            return Ok(Some(refuse(
+                reason::TOPIC_ALIAS_INVALID,
+                tonic::Code::Unimplemented,
+                "topic aliases are not supported (CONNACK says Topic Alias Maximum 0)",
             )));
         }
         let id = p.packet_id.unwrap_or(0);
@@ -286,6 +341,19 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
                 .await?;
             }
             return Ok(None);
+        }
+        if p.qos > 0 && st.in_flight() >= usize::from(RECEIVE_MAXIMUM) {
+            // Only v5 gets here: a 3.1.1 connection is not read at the limit.
+            return Ok(Some(refuse(
+                reason::RECEIVE_MAXIMUM_EXCEEDED,
+                tonic::Code::ResourceExhausted,
+                format!(
+                    "a QoS {} PUBLISH with {} unacknowledged: over the receive maximum of \
+                     {RECEIVE_MAXIMUM} (CONNACK)",
+                    p.qos,
+                    st.in_flight()
+                ),
+            )));
         }
         let bound = publish::bind(
             &self.shared.pod,
@@ -306,10 +374,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
                 ));
                 Box::pin(async move {
                     let result = task.await.unwrap_or_else(|e| {
-                        Err(Refusal {
-                            code: reason::UNSPECIFIED,
-                            reason: format!("write task: {e}"),
-                        })
+                        Err(Refusal::new(
+                            reason::UNSPECIFIED,
+                            tonic::Code::Internal,
+                            format!("write task: {e}"),
+                        ))
                     });
                     Answered { qos, id, result }
                 })
@@ -322,6 +391,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
         };
         if qos == 2 {
             st.writing_qos2.insert(id);
+        }
+        if qos > 0 {
+            st.unanswered += 1;
         }
         st.pending.push_back(answer);
         Ok(None)
@@ -339,6 +411,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
             Ok(_) => (reason::SUCCESS, None),
             Err(r) => {
                 tracing::debug!(code = r.code, "MQTT publish refused: {}", r.reason);
+                count_refusal_code(r.grpc);
                 (r.code, Some(r.reason))
             }
         };
@@ -381,16 +454,24 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
         }
     }
 
-    /// Answers bytes that are not a CONNECT: a v5 DISCONNECT if the version is known.
+    /// Answers a first packet that is refused: an empty client id that asks to keep its
+    /// session gets CONNACK 0x85 (3.1.1: return code 2); other bytes that are not a
+    /// CONNECT a v5 DISCONNECT if the version is known, else nothing; then close.
     async fn refuse_wire(&mut self, e: WireError) -> std::io::Result<()> {
         tracing::debug!("MQTT connection refused: {e}");
-        if self.codec.version() == Some(Version::V5) {
-            let _ = self
-                .send(Outbound::Disconnect {
-                    code: e.reason_code(),
-                    reason: Some(e.to_string()),
-                })
-                .await;
+        count_refusal_code(wire_grpc(&e));
+        let answer = match (&e, self.codec.version()) {
+            (WireError::ClientIdRejected, Some(_)) => {
+                Some(self.connack(e.reason_code(), Some(e.to_string()), None))
+            }
+            (_, Some(Version::V5)) => Some(Outbound::Disconnect {
+                code: e.reason_code(),
+                reason: Some(e.to_string()),
+            }),
+            _ => None,
+        };
+        if let Some(answer) = answer {
+            let _ = self.send(answer).await;
         }
         self.stream.shutdown().await
     }

@@ -31,6 +31,8 @@ pub mod reason {
     pub const PROTOCOL_ERROR: u8 = 0x82;
     /// Implementation specific error.
     pub const IMPLEMENTATION_SPECIFIC: u8 = 0x83;
+    /// Client identifier not valid (3.1.1: return code 2, identifier rejected).
+    pub const CLIENT_IDENTIFIER_NOT_VALID: u8 = 0x85;
     /// Bad user name or password.
     pub const BAD_USER_NAME_OR_PASSWORD: u8 = 0x86;
     /// Not authorized.
@@ -45,6 +47,8 @@ pub mod reason {
     pub const TOPIC_NAME_INVALID: u8 = 0x90;
     /// Receive maximum exceeded.
     pub const RECEIVE_MAXIMUM_EXCEEDED: u8 = 0x93;
+    /// Topic alias invalid.
+    pub const TOPIC_ALIAS_INVALID: u8 = 0x94;
     /// Packet too large.
     pub const PACKET_TOO_LARGE: u8 = 0x95;
     /// Quota exceeded.
@@ -84,6 +88,22 @@ pub enum WireError {
     /// A second CONNECT on the same connection.
     #[error("a second CONNECT on the same connection")]
     SecondConnect,
+    /// A CONNECT with an empty client id that asks to keep its session (clean start /
+    /// clean session 0): there is no session to keep it under.
+    #[error(
+        "an empty client id needs clean start (clean session) 1: this server keeps no \
+         session, so it cannot resume one for a client it cannot name"
+    )]
+    ClientIdRejected,
+    /// An answer larger than the client's Maximum Packet Size (v5 CONNECT): it may not be
+    /// sent, so the connection closes without it.
+    #[error("an answer of {size} bytes is over the client's maximum packet size of {max} bytes")]
+    OverClientMaximum {
+        /// The answer's size.
+        size: u32,
+        /// The client's limit.
+        max: u32,
+    },
     /// An answer that cannot be encoded.
     #[error("encoding an answer: {0}")]
     Encode(String),
@@ -96,7 +116,8 @@ impl WireError {
             WireError::TooLarge { .. } => reason::PACKET_TOO_LARGE,
             WireError::Malformed(_) | WireError::NotConnect(_) => reason::MALFORMED_PACKET,
             WireError::SecondConnect => reason::PROTOCOL_ERROR,
-            WireError::Encode(_) => reason::UNSPECIFIED,
+            WireError::ClientIdRejected => reason::CLIENT_IDENTIFIER_NOT_VALID,
+            WireError::OverClientMaximum { .. } | WireError::Encode(_) => reason::UNSPECIFIED,
         }
     }
 }
@@ -105,6 +126,7 @@ impl From<DecodeError> for WireError {
     fn from(e: DecodeError) -> Self {
         match e {
             DecodeError::MaxSizeExceeded { size, max } => WireError::TooLarge { size, max },
+            DecodeError::InvalidClientId => WireError::ClientIdRejected,
             other => WireError::Malformed(other.to_string()),
         }
     }
@@ -112,7 +134,12 @@ impl From<DecodeError> for WireError {
 
 impl From<EncodeError> for WireError {
     fn from(e: EncodeError) -> Self {
-        WireError::Encode(e.to_string())
+        match e {
+            EncodeError::OverMaxPacketSize { size, max } => {
+                WireError::OverClientMaximum { size, max }
+            }
+            other => WireError::Encode(other.to_string()),
+        }
     }
 }
 
@@ -190,6 +217,8 @@ pub enum Outbound {
         receive_max: u16,
         /// v5: the largest packet this server takes.
         max_packet_size: u32,
+        /// v5: the client id this server gave a client that sent an empty one.
+        assigned_client_id: Option<String>,
     },
     /// PUBACK (QoS 1).
     PubAck {
@@ -247,7 +276,7 @@ pub fn v3_return_code(code: u8) -> v3::ConnectAckReason {
     match code {
         reason::SUCCESS => v3::ConnectAckReason::ConnectionAccepted,
         0x84 => v3::ConnectAckReason::UnacceptableProtocolVersion,
-        0x85 => v3::ConnectAckReason::IdentifierRejected,
+        reason::CLIENT_IDENTIFIER_NOT_VALID => v3::ConnectAckReason::IdentifierRejected,
         reason::BAD_USER_NAME_OR_PASSWORD => v3::ConnectAckReason::BadUserNameOrPassword,
         reason::NOT_AUTHORIZED => v3::ConnectAckReason::NotAuthorized,
         _ => v3::ConnectAckReason::ServiceUnavailable,
@@ -454,11 +483,13 @@ fn to_v5(out: Outbound) -> Result<v5::Packet, WireError> {
             reason,
             receive_max,
             max_packet_size,
+            assigned_client_id,
         } => v5::Packet::ConnectAck(Box::new(v5::ConnectAck {
             reason_code: v5::ConnectAckReason::try_from(code).map_err(|_| bad("CONNACK", code))?,
             reason_string: string(reason),
             receive_max: NonZeroU16::new(receive_max).unwrap_or(NonZeroU16::MAX),
             max_packet_size: Some(max_packet_size),
+            assigned_client_id: string(assigned_client_id),
             // Sessions are not kept past the connection (see `session`).
             session_expiry_interval_secs: Some(0),
             max_qos: QoS::ExactlyOnce,
@@ -579,6 +610,75 @@ mod tests {
     }
 
     #[test]
+    fn an_empty_client_id_without_clean_start_is_rejected_with_0x85_or_return_code_2() {
+        for (level, connack) in [(4u8, &b"\x20\x02\x00\x02"[..]), (5, &b"\x20"[..])] {
+            let mut body = string(b"MQTT");
+            body.extend([level, 0xC0, 0, 30]); // user name, password, clean start 0
+            if level == 5 {
+                body.push(0);
+            }
+            for s in [&b""[..], b"user", b"secret"] {
+                body.extend(string(s));
+            }
+            let mut buf = BytesMut::from(&[0x10, body.len() as u8][..]);
+            buf.extend_from_slice(&body);
+            let mut codec = Codec::new(1024);
+            let e = codec.decode(&mut buf).expect_err("rejected");
+            assert!(matches!(e, WireError::ClientIdRejected), "{e}");
+            assert_eq!(e.reason_code(), reason::CLIENT_IDENTIFIER_NOT_VALID);
+            let mut out = BytesMut::new();
+            let answer = Outbound::ConnAck {
+                code: e.reason_code(),
+                reason: None,
+                receive_max: 64,
+                max_packet_size: 1024,
+                assigned_client_id: None,
+            };
+            codec.encode(answer, &mut out).expect("connack");
+            assert_eq!(&out[..connack.len()], connack, "level {level}");
+            // Session present 0, then the code (v5: 0x85; properties follow).
+            assert_eq!(
+                out[2..4],
+                [0, if level == 5 { 0x85 } else { 2 }],
+                "level {level}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_connack_over_the_clients_maximum_packet_size_is_not_encoded() {
+        // Found by the mqtt_packets fuzz target: a v5 CONNECT with an empty client id and a
+        // Maximum Packet Size of 43; the CONNACK with the assigned id is 50 bytes.
+        let mut body = string(b"MQTT");
+        body.extend([5, 0xC2, 0, 30, 5, 0x27, 0, 0, 0, 43]);
+        for s in [&b""[..], b"user", b"secret"] {
+            body.extend(string(s));
+        }
+        let mut buf = BytesMut::from(&[0x10, body.len() as u8][..]);
+        buf.extend_from_slice(&body);
+        let mut codec = Codec::new(1024);
+        let Ok(Some(Inbound::Connect(c))) = codec.decode(&mut buf) else {
+            panic!("no CONNECT");
+        };
+        codec.set_client_max_packet_size(c.max_packet_size.expect("sent"));
+        let connack = |assigned: Option<&str>| Outbound::ConnAck {
+            code: reason::SUCCESS,
+            reason: None,
+            receive_max: 64,
+            max_packet_size: 1024,
+            assigned_client_id: assigned.map(str::to_string),
+        };
+        let mut out = BytesMut::new();
+        let e = codec
+            .encode(connack(Some("sluice-0123456789abcdef")), &mut out)
+            .expect_err("over 43 bytes");
+        assert!(matches!(e, WireError::OverClientMaximum { .. }), "{e}");
+        codec
+            .encode(connack(None), &mut out)
+            .expect("fits in 43 bytes");
+    }
+
+    #[test]
     fn a_v3_connection_gets_return_codes_and_no_negative_acks() {
         let mut codec = Codec::new(1024);
         let mut buf = BytesMut::from(&connect(4)[..]);
@@ -592,6 +692,7 @@ mod tests {
             reason: Some("no".into()),
             receive_max: 64,
             max_packet_size: 1024,
+            assigned_client_id: None,
         };
         codec.encode(refused, &mut out).expect("connack");
         assert_eq!(&out[..], b"\x20\x02\x00\x04");

@@ -265,7 +265,6 @@ pub async fn insert(
     } else {
         write.run().await?;
     }
-    metrics::counter!("sluice_rest_records_total").increment(records.len() as u64);
     metrics::counter!("sluice_table_records_total", "table" => sink.name().to_string())
         .increment(records.len() as u64);
     metrics::counter!("sluice_ingest_bytes_total").increment(bytes as u64);

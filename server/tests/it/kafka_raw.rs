@@ -5,7 +5,12 @@
 //! message, Metadata (UNKNOWN_TOPIC_OR_PARTITION), INVALID_RECORD naming the record and
 //! field, MESSAGE_TOO_LARGE, an idempotent producer's duplicate answered without a write,
 //! OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH after a bump, and a retried batch
-//! still recognised after a SIGKILL and restart; the rows read back from Delta.
+//! still recognised after a SIGKILL and restart; the rows read back from Delta. Then the
+//! refusals no real client produces (a corrupt batch, two batches in one partition,
+//! acks=2, a transactional batch and transactional id, a principal without MODIFY, a frame
+//! over the limit), each
+//! counted exactly in `sluice_refusals_total{code}`, and the accepted records in
+//! `sluice_kafka_records_total`.
 
 use std::time::Duration;
 
@@ -87,6 +92,10 @@ impl Raw {
     }
 
     async fn authenticate(&mut self, secret: &str) -> SaslAuthenticateResponse {
+        self.authenticate_as(CLIENT_ID, secret).await
+    }
+
+    async fn authenticate_as(&mut self, client_id: &str, secret: &str) -> SaslAuthenticateResponse {
         let handshake: SaslHandshakeResponse = self
             .call(
                 ApiKey::SaslHandshake,
@@ -96,7 +105,7 @@ impl Raw {
             .await
             .expect("handshake answered");
         assert_eq!(handshake.error_code, 0);
-        let message = format!("\0{CLIENT_ID}\0{secret}");
+        let message = format!("\0{client_id}\0{secret}");
         self.call(
             ApiKey::SaslAuthenticate,
             2,
@@ -112,8 +121,18 @@ impl Raw {
         partition: i32,
         batch: Bytes,
     ) -> (i16, Option<String>, Vec<i32>) {
+        self.produce_acks(-1, topic, partition, batch).await
+    }
+
+    async fn produce_acks(
+        &mut self,
+        acks: i16,
+        topic: &str,
+        partition: i32,
+        batch: Bytes,
+    ) -> (i16, Option<String>, Vec<i32>) {
         let request = ProduceRequest::default()
-            .with_acks(-1)
+            .with_acks(acks)
             .with_timeout_ms(30_000)
             .with_topic_data(vec![TopicProduceData::default()
                 .with_name(TopicName(StrBytes::from_string(topic.to_string())))
@@ -135,11 +154,16 @@ impl Raw {
 
 /// A v2 batch of `values` from producer `pid`/`epoch` starting at sequence `seq`.
 fn batch(pid: i64, epoch: i16, seq: i32, values: &[&[u8]]) -> Bytes {
+    batch_of(pid, epoch, seq, false, values)
+}
+
+/// [`batch`], part of a transaction if `transactional`.
+fn batch_of(pid: i64, epoch: i16, seq: i32, transactional: bool, values: &[&[u8]]) -> Bytes {
     let records: Vec<Record> = values
         .iter()
         .enumerate()
         .map(|(i, v)| Record {
-            transactional: false,
+            transactional,
             control: false,
             delete_horizon: false,
             partition_leader_epoch: 0,
@@ -355,7 +379,16 @@ async fn kafka_answers_on_the_wire_and_idempotence_survives_a_sigkill() {
         eprintln!("| {what} | {} |", message.unwrap_or_default());
     }
 
-    let mut ids: Vec<i64> = read_delta(&location)
+    assert_eq!(
+        sorted_ids(&location).await,
+        vec![0, 1, 2, 3, 4],
+        "each accepted record once, nothing refused"
+    );
+}
+
+/// The `id` column of the Delta table at `location`, sorted.
+async fn sorted_ids(location: &str) -> Vec<i64> {
+    let mut ids: Vec<i64> = read_delta(location)
         .await
         .iter()
         .flat_map(|b| {
@@ -370,9 +403,173 @@ async fn kafka_answers_on_the_wire_and_idempotence_survives_a_sigkill() {
         })
         .collect();
     ids.sort();
+    ids
+}
+
+/// The `sluice_refusals_total` series of one scrape, by code.
+fn refusals(text: &str) -> std::collections::BTreeMap<String, f64> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("sluice_refusals_total{code=\""))
+        .filter_map(|l| {
+            let (code, rest) = l.split_once("\"}")?;
+            Some((code.to_string(), rest.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// The value of the series `name` (with its labels) in `text`; 0 when absent.
+fn series(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_refusals_no_client_sends_are_answered_and_counted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kport = free_port();
+    let listen = format!("127.0.0.1:{kport}");
+    let mut server =
+        Server::start_with_args(dir.path(), "200ms", &["--kafka-listen", &listen]).await;
+    let location = server
+        .create_table_at(TABLE, "id BIGINT NOT NULL, note STRING")
+        .await;
+    let bob = crate::auth::create_principal(&server, "bob");
+    let before = server.metrics_text().await;
+
+    let mut raw = Raw::connect(kport).await;
+    assert_eq!(raw.authenticate(CLIENT_SECRET).await.error_code, 0);
+    // A batch whose bytes changed after its CRC was computed: CORRUPT_MESSAGE (2).
+    let good = batch(-1, -1, -1, &[br#"{"id":1}"#]);
+    let mut flipped = BytesMut::from(&good[..]);
+    let last = flipped.len() - 2;
+    flipped[last] ^= 0x01;
+    let corrupt = raw.produce(TABLE, 0, flipped.freeze()).await;
+    assert_eq!(corrupt.0, 2, "CORRUPT_MESSAGE: {corrupt:?}");
+    assert!(
+        corrupt.1.as_deref().unwrap_or("").contains("record batch"),
+        "{corrupt:?}"
+    );
+    // Two batches in one partition: CORRUPT_MESSAGE (2).
+    let mut two = BytesMut::from(&good[..]);
+    two.extend_from_slice(&good);
+    let twice = raw.produce(TABLE, 0, two.freeze()).await;
+    assert_eq!(twice.0, 2, "CORRUPT_MESSAGE: {twice:?}");
+    assert!(
+        twice
+            .1
+            .as_deref()
+            .unwrap_or("")
+            .contains("exactly one record batch"),
+        "{twice:?}"
+    );
+    // acks=2: INVALID_REQUIRED_ACKS (21), nothing written.
+    let acks = raw.produce_acks(2, TABLE, 0, good.clone()).await;
+    assert_eq!(acks.0, 21, "INVALID_REQUIRED_ACKS: {acks:?}");
+    // A transactional batch, and an InitProducerId with a transactional id:
+    // INVALID_REQUEST (42).
+    let tx = raw
+        .produce(TABLE, 0, batch_of(5, 0, 0, true, &[br#"{"id":2}"#]))
+        .await;
+    assert_eq!(tx.0, 42, "INVALID_REQUEST: {tx:?}");
+    assert!(
+        tx.1.as_deref().unwrap_or("").contains("transactional"),
+        "{tx:?}"
+    );
+    let init: InitProducerIdResponse = raw
+        .call(
+            ApiKey::InitProducerId,
+            4,
+            &InitProducerIdRequest::default()
+                .with_transactional_id(Some(StrBytes::from_static_str("tx-1").into()))
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1),
+        )
+        .await
+        .expect("init answered");
+    assert_eq!((init.error_code, init.producer_id.0), (42, -1));
+    // Accepted: two records (two batches: the crate's encoder starts a new batch at each
+    // record without a sequence).
+    for id in [3, 4] {
+        let value = format!(r#"{{"id":{id}}}"#);
+        let ok = raw
+            .produce(TABLE, 0, batch(-1, -1, -1, &[value.as_bytes()]))
+            .await;
+        assert_eq!(ok.0, 0, "{ok:?}");
+    }
+    // A principal without MODIFY on the table: TOPIC_AUTHORIZATION_FAILED (29).
+    let mut as_bob = Raw::connect(kport).await;
+    assert_eq!(as_bob.authenticate_as("bob", &bob).await.error_code, 0);
+    let denied = as_bob.produce(TABLE, 0, good.clone()).await;
+    assert_eq!(denied.0, 29, "TOPIC_AUTHORIZATION_FAILED: {denied:?}");
+    assert!(
+        denied
+            .1
+            .as_deref()
+            .unwrap_or("")
+            .contains("principal `bob` holds no MODIFY on table `main.kafka.raw`"),
+        "{denied:?}"
+    );
+    // A wrong secret: SASL_AUTHENTICATION_FAILED, counted as Unauthenticated.
+    let mut wrong = Raw::connect(kport).await;
+    assert_eq!(wrong.authenticate("wrong-secret").await.error_code, 58);
+    // A frame announcing more than --max-request-bytes + 64 KiB: closed before it is read.
+    let mut huge = Raw::connect(kport).await;
+    assert_eq!(huge.authenticate(CLIENT_SECRET).await.error_code, 0);
+    huge.stream
+        .write_all(&i32::MAX.to_be_bytes())
+        .await
+        .expect("size sent");
+    let mut byte = [0u8; 1];
+    let read = tokio::time::timeout(Duration::from_secs(30), huge.stream.read(&mut byte))
+        .await
+        .expect("closed in time");
+    assert_eq!(read.unwrap_or(0), 0, "closed without an answer");
+
+    let after = server.metrics_text().await;
+    let (b, a) = (refusals(&before), refusals(&after));
+    let delta =
+        |code: &str| a.get(code).copied().unwrap_or(0.0) - b.get(code).copied().unwrap_or(0.0);
+    for (code, n) in [
+        ("InvalidArgument", 3.0),
+        ("Unimplemented", 2.0),
+        ("PermissionDenied", 1.0),
+        ("Unauthenticated", 1.0),
+        ("ResourceExhausted", 1.0),
+    ] {
+        assert_eq!(
+            delta(code),
+            n,
+            "sluice_refusals_total{{code={code:?}}}: {b:?} -> {a:?}"
+        );
+    }
+    let counted: f64 = a.values().sum::<f64>() - b.values().sum::<f64>();
+    assert_eq!(counted, 8.0, "no other refusal counted: {b:?} -> {a:?}");
+    assert_eq!(series(&after, "sluice_kafka_records_total"), 2.0);
     assert_eq!(
-        ids,
-        vec![0, 1, 2, 3, 4],
-        "each accepted record once, nothing refused"
+        series(
+            &after,
+            &format!("sluice_table_records_total{{table=\"{TABLE}\"}}")
+        ),
+        2.0
+    );
+    for (what, answer) in [
+        ("corrupt", &corrupt),
+        ("two batches", &twice),
+        ("acks=2", &acks),
+        ("transactional", &tx),
+        ("no MODIFY", &denied),
+    ] {
+        eprintln!(
+            "| {what} | {} | {} |",
+            answer.0,
+            answer.1.clone().unwrap_or_default()
+        );
+    }
+    server.terminate();
+    assert_eq!(
+        sorted_ids(&location).await,
+        vec![3, 4],
+        "nothing refused was written"
     );
 }
