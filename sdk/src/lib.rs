@@ -37,6 +37,7 @@
 //! | [`acks`] | ack futures |
 //! | [`spool`] | the offline spool over the `wal` crate |
 //! | [`state_file`] | a persistent stream's local state |
+//! | [`plan`] | which records each request of a persistent stream carries |
 //! | `wire` | Zerobus messages in and out |
 //! | [`backoff`] | reconnect delays |
 //! | [`metrics`], `error` | metric names, [`SdkError`] |
@@ -48,6 +49,7 @@ mod driver;
 mod error;
 pub mod ledger;
 pub mod metrics;
+pub mod plan;
 pub mod pool;
 mod shared;
 pub mod spool;
