@@ -50,6 +50,7 @@ mod router_ops;
 mod rows;
 mod sdk_client;
 mod sdk_end_to_end;
+mod sdk_token;
 mod secrets;
 mod slo_metrics;
 mod statuses;
