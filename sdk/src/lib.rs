@@ -32,6 +32,7 @@
 //! | [`stream`] | the stream builder and handle (`send`, `flush`, `close`) |
 //! | `shared` | the state the handle and the connection task share |
 //! | `driver` | the connection task: open/resume, send, acks, reconnect |
+//! | [`arrow`] | Arrow streams over Flight `DoPut` |
 //! | [`pool`] | one table over N streams |
 //! | [`ledger`] | the in-flight ring and cumulative acks |
 //! | [`acks`] | ack futures |
@@ -43,6 +44,7 @@
 //! | [`metrics`], `error` | metric names, [`SdkError`] |
 
 pub mod acks;
+pub mod arrow;
 pub mod backoff;
 pub mod client;
 mod driver;
@@ -59,6 +61,7 @@ mod token;
 mod wire;
 
 pub use acks::AckFuture;
+pub use arrow::{ArrowStream, ArrowStreamBuilder};
 pub use client::{Client, ClientBuilder};
 pub use error::{Result, SdkError};
 pub use pool::{PoolAck, StreamPool};

@@ -136,6 +136,11 @@ impl StreamBuilder {
         self
     }
 
+    /// The client and table (an Arrow stream takes them over).
+    pub(crate) fn into_parts(self) -> (Client, String) {
+        (self.client, self.table)
+    }
+
     /// The same stream with `suffix` added to its state file and spool directory (so each
     /// stream of a pool keeps its own).
     pub(crate) fn suffixed(mut self, suffix: &str) -> Self {

@@ -48,6 +48,7 @@ mod rest_cluster;
 mod restart;
 mod router_ops;
 mod rows;
+mod sdk_arrow;
 mod sdk_client;
 mod sdk_end_to_end;
 mod sdk_token;
