@@ -1,4 +1,4 @@
-//! `sluice push TABLE [FILE|-]`: sends a JSON-lines, CSV or Parquet input to a table with
+//! `sluice push TABLE [FILE|-]`: sends a JSON-lines, CSV, Parquet or Avro input to a table with
 //! Sluice's own producer SDK (`sluice-sdk`), with a progress line and a closing summary.
 //!
 //! Exit codes: 0 when every record was acked; 2 for a bad record (the input's or the

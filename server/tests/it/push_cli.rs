@@ -1,5 +1,6 @@
-//! `sluice push` against a real `sluice serve`: a JSON-lines file and a Parquet file read
-//! back exactly; a bad record exits 2 naming its record number; a `--persistent` push
+//! `sluice push` against a real `sluice serve`: a JSON-lines file, a Parquet file and an
+//! Avro file (written by Python `fastavro`) read back exactly; a large JSON-lines file
+//! (`SLUICE_TEST_PUSH_BYTES`, default 20 MB) read back by count and id checksum; a bad record exits 2 naming its record number; a `--persistent` push
 //! SIGKILLed half-way and run again writes every record exactly once (Delta read by
 //! Python `deltalake` + `polars`, and by the deltalake crate).
 
@@ -11,6 +12,7 @@ use std::time::{Duration, Instant};
 use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 
 use crate::harness::{wait_for_rows, Server, CLIENT_ID, CLIENT_SECRET};
+use crate::moto::venv_bin;
 use crate::persistent_raw::assert_each_once;
 use crate::sdk_client::assert_exactly;
 
@@ -206,4 +208,85 @@ async fn push_of_a_csv_file_from_standard_input_is_read_back_exactly() {
     );
     wait_for_rows(&location, 5_000, Duration::from_secs(30)).await;
     assert_exactly(&location, 0..5_000).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_of_an_avro_file_written_by_fastavro_is_read_back_exactly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path(), "200ms").await;
+    let t = "main.push.avro";
+    let location = server.create_table_at(t, COLUMNS).await;
+    let file = dir.path().join("in.avro");
+    let script = r#"
+import sys, fastavro
+schema = {"type": "record", "name": "reading", "fields": [
+    {"name": "id", "type": "long"},
+    {"name": "note", "type": ["null", "string"]}]}
+rows = ({"id": i, "note": "n%d" % i} for i in range(8000))
+with open(sys.argv[1], "wb") as f:
+    fastavro.writer(f, fastavro.parse_schema(schema), rows, codec="deflate", sync_interval=4096)
+"#;
+    let status = Command::new(venv_bin("python", "SLUICE_PYTHON"))
+        .args(["-c", script])
+        .arg(&file)
+        .status()
+        .expect("run fastavro");
+    assert!(status.success(), "fastavro wrote the file");
+    let out = push(&server, &[t, file.to_str().expect("path")]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("pushed 8000 records"), "{stdout}");
+    wait_for_rows(&location, 8_000, Duration::from_secs(30)).await;
+    assert_exactly(&location, 0..8_000).await;
+}
+
+/// `SLUICE_TEST_PUSH_BYTES` (default 20 MB; the lead's run: 1 GB with a release build).
+fn push_test_bytes() -> u64 {
+    std::env::var("SLUICE_TEST_PUSH_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000_000)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_of_a_large_jsonl_file_is_read_back_by_count_and_id_checksum() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut server = Server::start(dir.path(), "1s").await;
+    let t = "main.push.large";
+    let location = server.create_table_at(t, COLUMNS).await;
+    let file = dir.path().join("large.jsonl");
+    let budget = push_test_bytes();
+    let pad = "x".repeat(160);
+    let mut out =
+        std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&file).expect("create"));
+    let (mut n, mut written) = (0i64, 0u64);
+    while written < budget {
+        let line = format!("{{\"id\": {n}, \"note\": \"n{n}-{pad}\"}}\n");
+        out.write_all(line.as_bytes()).expect("write");
+        written += line.len() as u64;
+        n += 1;
+    }
+    out.flush().expect("flush");
+    drop(out);
+    let started = Instant::now();
+    let out = push(&server, &[t, file.to_str().expect("path")]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains(&format!("pushed {n} records")), "{stdout}");
+    eprintln!(
+        "pushed {written} bytes, {n} records in {:?}: {stdout}",
+        started.elapsed()
+    );
+    wait_for_rows(&location, n as usize, Duration::from_secs(120)).await;
+    server.terminate();
+    assert_each_once(&location, n);
 }
