@@ -1,6 +1,8 @@
 //! `sluice push` against a real `sluice serve`: a JSON-lines file, a Parquet file and an
 //! Avro file (written by Python `fastavro`) read back exactly; a large JSON-lines file
-//! (`SLUICE_TEST_PUSH_BYTES`, default 20 MB) read back by count and id checksum; a bad record exits 2 naming its record number; a `--persistent` push
+//! (`SLUICE_TEST_PUSH_BYTES`, default 20 MB) read back by count and id checksum; the
+//! progress display: an `indicatif` bar on a terminal (a pty from util-linux `script`), a
+//! plain line every 5 s otherwise; a bad record exits 2 naming its record number; a `--persistent` push
 //! SIGKILLed half-way and run again writes every record exactly once (Delta read by
 //! Python `deltalake` + `polars`, and by the deltalake crate).
 
@@ -289,4 +291,80 @@ async fn push_of_a_large_jsonl_file_is_read_back_by_count_and_id_checksum() {
     wait_for_rows(&location, n as usize, Duration::from_secs(120)).await;
     server.terminate();
     assert_each_once(&location, n);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_on_a_terminal_draws_a_progress_bar_with_rates_acks_and_eta() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path(), "200ms").await;
+    let t = "main.push.tty";
+    let location = server.create_table_at(t, COLUMNS).await;
+    let file = dir.path().join("in.jsonl");
+    write_jsonl(&file, 0..150_000);
+    let command = format!(
+        "{} push {t} {}",
+        env!("CARGO_BIN_EXE_sluice"),
+        file.to_str().expect("path")
+    );
+    let out = Command::new("script")
+        .args(["-qefc", &command, "/dev/null"])
+        .env("SLUICE_SERVER", &server.url)
+        .env("SLUICE_CLIENT_ID", CLIENT_ID)
+        .env("SLUICE_CLIENT_SECRET", CLIENT_SECRET)
+        .output()
+        .expect("util-linux `script` runs push on a pty");
+    let tty = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{tty}");
+    let bar = tty
+        .split(['\r', '\n'])
+        .find(|l| l.contains("records sent") && l.contains("ETA"))
+        .unwrap_or_else(|| panic!("no progress bar drawn: {tty:?}"));
+    assert!(bar.contains("[=") && bar.contains('%'), "{bar:?}");
+    assert!(
+        bar.contains("acked") && bar.contains("records/s") && bar.contains("MB/s"),
+        "{bar:?}"
+    );
+    assert!(tty.contains("pushed 150000 records"), "{tty:?}");
+    wait_for_rows(&location, 150_000, Duration::from_secs(30)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_without_a_terminal_prints_plain_progress_lines() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path(), "200ms").await;
+    let t = "main.push.plain";
+    server.create_table(t, COLUMNS);
+    let mut child = push_command(&server, &[t, "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn push");
+    let mut stdin = child.stdin.take().expect("stdin");
+    // A slow producer: the first records, a pause past the 5 s period, then the rest.
+    for id in 0..10 {
+        writeln!(stdin, "{{\"id\": {id}, \"note\": \"n{id}\"}}").expect("write");
+    }
+    stdin.flush().expect("flush");
+    std::thread::sleep(Duration::from_millis(5_500));
+    for id in 10..20 {
+        writeln!(stdin, "{{\"id\": {id}, \"note\": \"n{id}\"}}").expect("write");
+    }
+    drop(stdin);
+    let out = child.wait_with_output().expect("push");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("records sent"))
+        .unwrap_or_else(|| panic!("no plain progress line: {stderr:?}"));
+    assert!(
+        line.contains("acked") && line.contains("records/s"),
+        "{line}"
+    );
+    assert!(
+        !stderr.contains('\x1b') && !stderr.contains('\r'),
+        "{stderr:?}"
+    );
 }
