@@ -25,12 +25,12 @@ use serde::Deserialize;
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::metadata::MetadataValue;
 use tonic::{Code, Request, Status};
 
 use crate::acks::{AckFuture, AckState};
 use crate::backoff::Backoff;
 use crate::client::Client;
+use crate::driver::{add_headers, Fail};
 use crate::error::{Result, SdkError};
 use crate::stream::StreamBuilder;
 
@@ -237,11 +237,6 @@ impl Drop for ArrowStream {
     }
 }
 
-enum Fail {
-    Retry(String),
-    Fatal(SdkError),
-}
-
 async fn run(shared: Arc<Shared>, client: Client, opened: oneshot::Sender<Result<()>>) {
     let mut opened = Some(opened);
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
@@ -287,11 +282,6 @@ struct AckMetadata {
     close_stream_duration_ms: Option<u64>,
 }
 
-fn header(value: String) -> Result<MetadataValue<tonic::metadata::Ascii>, Fail> {
-    MetadataValue::try_from(value.as_str())
-        .map_err(|e| Fail::Fatal(SdkError::Config(format!("header value `{value}`: {e}"))))
-}
-
 /// One connection; `Ok(true)`: closed with everything acked, `Ok(false)`: the server
 /// asked to move on and every batch sent was acked.
 async fn session(
@@ -299,21 +289,11 @@ async fn session(
     client: &Client,
     opened: &mut Option<oneshot::Sender<Result<()>>>,
 ) -> Result<bool, Fail> {
-    let token = client.inner.tokens.token().await.map_err(|e| match e {
-        SdkError::Unavailable(r) => Fail::Retry(r),
-        e => Fail::Fatal(e),
-    })?;
+    let token = client.inner.tokens.token().await.map_err(Fail::from)?;
     let (tx, rx) = mpsc::channel::<FlightData>(16);
     let _ = tx.send(shared.schema_frame.clone()).await;
     let mut req = Request::new(ReceiverStream::new(rx));
-    if let Some(token) = token {
-        req.metadata_mut()
-            .insert("authorization", header(format!("Bearer {token}"))?);
-    }
-    req.metadata_mut().insert(
-        "x-databricks-zerobus-table-name",
-        header(shared.table.clone())?,
-    );
+    add_headers(&mut req, token, &shared.table)?;
     let mut grpc = FlightServiceClient::new(client.inner.channel.clone())
         .max_encoding_message_size(usize::MAX)
         .max_decoding_message_size(usize::MAX);

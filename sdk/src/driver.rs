@@ -48,7 +48,7 @@ enum End {
     Rotate,
 }
 
-enum Fail {
+pub(crate) enum Fail {
     Retry(String),
     Fatal(SdkError),
 }
@@ -224,7 +224,11 @@ async fn session(
     }
 }
 
-fn add_headers<T>(req: &mut Request<T>, token: Option<String>, table: &str) -> Result<(), Fail> {
+pub(crate) fn add_headers<T>(
+    req: &mut Request<T>,
+    token: Option<String>,
+    table: &str,
+) -> Result<(), Fail> {
     let md = req.metadata_mut();
     if let Some(token) = token {
         md.insert("authorization", header(format!("Bearer {token}"))?);

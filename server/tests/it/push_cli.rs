@@ -36,6 +36,17 @@ fn push(server: &Server, args: &[&str]) -> Output {
         .expect("run sluice push")
 }
 
+/// Runs `sluice push`, asserts it succeeded and returns its standard output.
+fn push_ok(server: &Server, args: &[&str]) -> String {
+    let out = push(server, args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 fn write_jsonl(path: &Path, ids: std::ops::Range<i64>) {
     let mut text = String::new();
     for id in ids {
@@ -52,13 +63,7 @@ async fn push_of_a_jsonl_file_is_read_back_exactly() {
     let location = server.create_table_at(t, COLUMNS).await;
     let file = dir.path().join("in.jsonl");
     write_jsonl(&file, 0..20_000);
-    let out = push(&server, &[t, file.to_str().expect("path")]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = push_ok(&server, &[t, file.to_str().expect("path")]);
     assert!(stdout.contains("pushed 20000 records"), "{stdout}");
     wait_for_rows(&location, 20_000, Duration::from_secs(30)).await;
     assert_exactly(&location, 0..20_000).await;
@@ -234,13 +239,7 @@ with open(sys.argv[1], "wb") as f:
         .status()
         .expect("run fastavro");
     assert!(status.success(), "fastavro wrote the file");
-    let out = push(&server, &[t, file.to_str().expect("path")]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = push_ok(&server, &[t, file.to_str().expect("path")]);
     assert!(stdout.contains("pushed 8000 records"), "{stdout}");
     wait_for_rows(&location, 8_000, Duration::from_secs(30)).await;
     assert_exactly(&location, 0..8_000).await;
@@ -276,13 +275,7 @@ async fn push_of_a_large_jsonl_file_is_read_back_by_count_and_id_checksum() {
     out.flush().expect("flush");
     drop(out);
     let started = Instant::now();
-    let out = push(&server, &[t, file.to_str().expect("path")]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = push_ok(&server, &[t, file.to_str().expect("path")]);
     assert!(stdout.contains(&format!("pushed {n} records")), "{stdout}");
     eprintln!(
         "pushed {written} bytes, {n} records in {:?}: {stdout}",
