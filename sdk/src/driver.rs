@@ -28,6 +28,7 @@ use crate::client::Client;
 use crate::error::{Result, SdkError};
 use crate::ledger::{Entry, Released};
 use crate::metrics as m;
+use crate::plan::Plan;
 use crate::shared::{save_persist, Shared, State};
 use crate::wire::{self, Inbound, Opening, Outbound, Records};
 
@@ -47,7 +48,7 @@ enum End {
     Rotate,
 }
 
-enum Fail {
+pub(crate) enum Fail {
     Retry(String),
     Fatal(SdkError),
 }
@@ -167,6 +168,7 @@ async fn session(
     let mut durable = shared.lock().spool.as_ref().map(|s| s.wal().subscribe());
     let mut wire_next = 0i64;
     let mut rotate_by: Option<Instant> = None;
+    let mut linger: Option<Instant> = None;
     loop {
         let (unsent, done, in_flight) = {
             let mut st = shared.lock();
@@ -190,16 +192,22 @@ async fn session(
             return Ok(End::Rotate);
         }
         tokio::select! {
-            permit = tx.reserve(), if unsent && rotate_by.is_none() => {
+            permit = tx.reserve(), if unsent && rotate_by.is_none() && linger.is_none() => {
                 let Ok(permit) = permit else {
                     return Err(Fail::Retry("the request stream ended".into()));
                 };
-                if let Some(out) = next_request(shared, persistent, &mut wire_next) {
-                    permit.send(out);
+                match next_request(shared, persistent, &mut wire_next)? {
+                    Next::Send(out) => permit.send(out),
+                    Next::Linger(until) => linger = Some(until),
+                    Next::Nothing => {}
                 }
             }
+            _ = sleep_until(linger) => linger = None,
             msg = inbound.next() => match msg {
-                Some(Ok(Inbound::Ack(w))) => on_ack(shared, w)?,
+                Some(Ok(Inbound::Ack(w))) => {
+                    linger = None;
+                    on_ack(shared, w)?;
+                }
                 Some(Ok(Inbound::Close(d))) => {
                     let wait = d.unwrap_or(MAX_ROTATION_WAIT).min(MAX_ROTATION_WAIT);
                     tracing::info!(?wait, "CloseStreamSignal: waiting for acks, then reconnecting");
@@ -209,14 +217,18 @@ async fn session(
                 Some(Err(status)) => return Err(on_status(shared, client, status).await),
                 None => return Err(Fail::Retry("the server ended the stream".into())),
             },
-            _ = shared.work.notified() => {}
-            _ = durable_changed(&mut durable) => {}
+            _ = shared.work.notified() => linger = None,
+            _ = durable_changed(&mut durable) => linger = None,
             _ = sleep_until(rotate_by) => return Ok(End::Rotate),
         }
     }
 }
 
-fn add_headers<T>(req: &mut Request<T>, token: Option<String>, table: &str) -> Result<(), Fail> {
+pub(crate) fn add_headers<T>(
+    req: &mut Request<T>,
+    token: Option<String>,
+    table: &str,
+) -> Result<(), Fail> {
     let md = req.metadata_mut();
     if let Some(token) = token {
         md.insert("authorization", header(format!("Bearer {token}"))?);
@@ -261,25 +273,54 @@ fn created(shared: &Shared, persistent: bool, id: Option<String>) -> Result<(), 
     let mut st = shared.lock();
     if let Some(p) = st.persist.as_mut() {
         p.stream_id = Some(id);
+        p.plan = Plan::new(-1, p.watermark, shared.limits.persistent_batch());
+        p.next_wire = 0;
         save_persist(&shared.table, p, true)?;
     }
     Ok(())
 }
 
-/// A persistent stream resumed at `watermark`: what it covers is acked; the next offset
-/// is past it.
+/// A persistent stream resumed at request `watermark`: the records its requests carried
+/// (the batch plan says which) are acked; requests sent on an earlier connection of this
+/// process are resent as they were, and a previous process's plans past the watermark
+/// are forgotten (saved before anything is sent).
 fn resumed(shared: &Shared, watermark: i64) -> Result<(), Fail> {
-    tracing::info!(watermark, "resumed the persistent stream");
     let mut st = shared.lock();
-    st.next_seq = st.next_seq.max(watermark + 1);
-    let released = st.ledger.ack_seq(watermark, |_| {});
+    let Some(p) = st.persist.as_mut() else {
+        return Ok(());
+    };
+    let base = p.plan.base().wire;
+    if watermark < base {
+        tracing::warn!(
+            watermark,
+            acked = base,
+            "the server resumed below a request it had acked"
+        );
+    }
+    let wire = watermark.max(base);
+    let Some(seq) = p.plan.last_seq_of(wire) else {
+        return Err(Fail::Fatal(SdkError::State {
+            path: p.path.display().to_string(),
+            message: format!("its batch plan cannot place request {wire}"),
+        }));
+    };
+    tracing::info!(
+        watermark,
+        last_record = seq,
+        "resumed the persistent stream"
+    );
+    st.next_seq = st.next_seq.max(seq + 1);
+    let released = st.ledger.ack_seq(seq, |_| {});
+    let keep = st.ledger.last_assigned_wire().unwrap_or(wire).max(wire);
     apply_release(shared, &mut st, released)?;
     if let Some(p) = st.persist.as_mut() {
-        p.watermark = p.watermark.max(watermark);
+        p.plan.forget_after(keep, shared.limits.persistent_batch());
+        p.plan.acked(wire);
+        p.next_wire = keep + 1;
+        p.watermark = p.watermark.max(seq);
+        save_persist(&shared.table, p, true)?;
     }
-    shared
-        .acks
-        .send_modify(|s| s.acked = s.acked.max(watermark));
+    shared.acks.send_modify(|s| s.acked = s.acked.max(seq));
     shared.room.notify_waiters();
     drop(st);
     tell_callback(shared);
@@ -314,7 +355,7 @@ fn refill(shared: &Shared, st: &mut State) -> Result<(), Fail> {
         }
         ledger.push(Entry {
             seq: s.seq,
-            wire: s.seq,
+            wire: crate::ledger::UNASSIGNED,
             payload: s.payload,
             queued: std::time::Instant::now(),
             lsn_end: s.lsn_end,
@@ -326,39 +367,126 @@ fn refill(shared: &Shared, st: &mut State) -> Result<(), Fail> {
     Ok(())
 }
 
-/// The next request: a persistent stream sends one record per offset (offsets are the
-/// records' own, stable across connections and processes); an ephemeral one a batch per
-/// wire offset.
-fn next_request(shared: &Shared, persistent: bool, wire_next: &mut i64) -> Option<Outbound> {
+/// How long a persistent stream waits for a full request before it sends a short one.
+const LINGER: Duration = Duration::from_millis(10);
+
+/// What the connection sends next.
+enum Next {
+    Send(Outbound),
+    /// A persistent stream's short request waits until then for more records.
+    Linger(Instant),
+    Nothing,
+}
+
+/// The next request: an ephemeral stream sends a batch per wire offset of this
+/// connection; a persistent one follows its batch plan ([`persistent_request`]).
+fn next_request(shared: &Shared, persistent: bool, wire_next: &mut i64) -> Result<Next, Fail> {
     let mut st = shared.lock();
     let limits = &shared.limits;
-    let (wire, max_records) = if persistent {
-        let seq = st.ledger.next_unsent_seq()?;
-        (seq, 1)
-    } else {
-        (*wire_next, limits.batch_records)
-    };
     let mut bytes = 0usize;
     let mut count = 0usize;
-    let records = Records::build(
-        &shared.format,
-        st.ledger
-            .take_batch(wire, max_records, limits.batch_bytes)
-            .map(|e| {
-                bytes += e.payload.len();
-                count += 1;
-                &e.payload
-            }),
-    );
+    let mut measure = |e: &Entry| {
+        bytes += e.payload.len();
+        count += 1;
+    };
+    let (wire, records) = if persistent {
+        let (wire, fresh) = match persistent_request(shared, &mut st)? {
+            Planned::Send { wire, fresh } => (wire, fresh),
+            Planned::Wait(until) => return Ok(Next::Linger(Instant::from_std(until))),
+            Planned::Nothing => return Ok(Next::Nothing),
+        };
+        let entries = st.ledger.take_request(wire, fresh).inspect(|e| measure(e));
+        (
+            wire,
+            Records::build(&shared.format, entries.map(|e| &e.payload)),
+        )
+    } else {
+        let wire = *wire_next;
+        let entries = st
+            .ledger
+            .take_batch(wire, limits.batch_records, limits.batch_bytes)
+            .inspect(|e| measure(e));
+        (
+            wire,
+            Records::build(&shared.format, entries.map(|e| &e.payload)),
+        )
+    };
     if count == 0 {
-        return None;
+        return Ok(Next::Nothing);
     }
     if !persistent {
         *wire_next += 1;
     }
     metrics::counter!(m::RECORDS_SENT, "table" => shared.table.clone()).increment(count as u64);
     metrics::counter!(m::BYTES_SENT, "table" => shared.table.clone()).increment(bytes as u64);
-    Some(Outbound::Records(wire, records))
+    Ok(Next::Send(Outbound::Records(wire, records)))
+}
+
+/// A persistent stream's next request.
+enum Planned {
+    /// Send request `wire`: the records that carried it before, or the next `fresh`.
+    Send {
+        wire: i64,
+        fresh: Option<usize>,
+    },
+    /// A short request waits for more records until then.
+    Wait(std::time::Instant),
+    Nothing,
+}
+
+/// A persistent stream's next request: one sent before on this process is resent with
+/// the same records; a new one carries what the plan says (no disk write), or — when
+/// fewer records are ready after [`LINGER`], at the in-flight or byte limit or at close,
+/// or when many more wait than the plan's batch — a cut saved to the state file first.
+fn persistent_request(shared: &Shared, st: &mut State) -> Result<Planned, Fail> {
+    if let Some(wire) = st.ledger.next_unsent_wire() {
+        return Ok(Planned::Send { wire, fresh: None });
+    }
+    let limits = &shared.limits;
+    let at_limit = st.closing
+        || st.ledger.len() >= limits.max_records
+        || st.ledger.bytes() >= limits.max_bytes;
+    let State {
+        ledger, persist, ..
+    } = st;
+    let (Some(p), Some(first), Some(queued)) = (
+        persist.as_mut(),
+        ledger.next_unsent_seq(),
+        ledger.oldest_unsent(),
+    ) else {
+        return Ok(Planned::Nothing);
+    };
+    let wire = p.next_wire;
+    let Some(planned_end) = p.plan.last_seq_of(wire).filter(|end| *end >= first) else {
+        return Err(Fail::Fatal(SdkError::State {
+            path: p.path.display().to_string(),
+            message: format!("its batch plan is out of step at request {wire} (record {first})"),
+        }));
+    };
+    let full = usize::try_from(planned_end - first + 1).unwrap_or(usize::MAX);
+    let target = usize::try_from(limits.persistent_batch()).unwrap_or(1);
+    let (ready, by_bytes) = ledger.unsent_fit(full.max(target), limits.batch_bytes);
+    let grow = full < target && ready >= 2 * full;
+    let n = if ready >= full && !grow {
+        full
+    } else if grow || by_bytes || at_limit || queued + LINGER <= std::time::Instant::now() {
+        // A cut: the following requests hold this many records too.
+        let n = ready.max(1);
+        p.plan.cut(
+            wire,
+            first + n as i64 - 1,
+            u32::try_from(n).unwrap_or(u32::MAX),
+        );
+        save_persist(&shared.table, p, true)?;
+        n
+    } else {
+        return Ok(Planned::Wait(queued + LINGER));
+    };
+    p.next_wire += 1;
+    Ok(Planned::Send {
+        wire,
+        fresh: Some(n),
+    })
 }
 
 fn on_ack(shared: &Shared, wire: i64) -> Result<(), Fail> {
@@ -367,6 +495,9 @@ fn on_ack(shared: &Shared, wire: i64) -> Result<(), Fail> {
     let released = st
         .ledger
         .ack_wire(wire, |e| latency.record(e.queued.elapsed().as_secs_f64()));
+    if let Some(p) = st.persist.as_mut() {
+        p.plan.acked(wire);
+    }
     apply_release(shared, &mut st, released)?;
     drop(st);
     if released.records > 0 {

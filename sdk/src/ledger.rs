@@ -18,7 +18,8 @@ use bytes::Bytes;
 pub struct Entry {
     /// The record's offset in the stream (what its ack future reports).
     pub seq: i64,
-    /// The wire offset of the request that last carried it (valid once sent).
+    /// The wire offset of the request that last carried it (valid once sent; a
+    /// persistent stream's records keep it across connections, [`UNASSIGNED`] before).
     pub wire: i64,
     /// The record's bytes.
     pub payload: Bytes,
@@ -27,6 +28,9 @@ pub struct Entry {
     /// The spool LSN just past the record's frame (0 without a spool).
     pub lsn_end: u64,
 }
+
+/// The wire offset of a record no request has carried yet.
+pub const UNASSIGNED: i64 = -1;
 
 /// What one cumulative ack released.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -120,6 +124,70 @@ impl Ledger {
             }
             bytes += len;
             self.entries[end].wire = wire;
+            end += 1;
+        }
+        self.sent = end;
+        self.entries.range(start..end)
+    }
+
+    /// The wire offset already given to the next unsent record (a persistent stream's
+    /// request sent on an earlier connection), if any.
+    pub fn next_unsent_wire(&self) -> Option<i64> {
+        self.entries
+            .get(self.sent)
+            .map(|e| e.wire)
+            .filter(|w| *w != UNASSIGNED)
+    }
+
+    /// The highest wire offset given to a record held, if any.
+    pub fn last_assigned_wire(&self) -> Option<i64> {
+        self.entries
+            .iter()
+            .rev()
+            .map(|e| e.wire)
+            .find(|w| *w != UNASSIGNED)
+    }
+
+    /// How many unsent records (up to `max_records`, and within `max_bytes` after the
+    /// first) one request could carry now, and whether the byte limit stopped it.
+    pub fn unsent_fit(&self, max_records: usize, max_bytes: usize) -> (usize, bool) {
+        let mut bytes = 0;
+        let mut n = 0;
+        for e in self.entries.range(self.sent..) {
+            if n == max_records {
+                break;
+            }
+            if n > 0 && bytes + e.payload.len() > max_bytes {
+                return (n, true);
+            }
+            bytes += e.payload.len();
+            n += 1;
+        }
+        (n, false)
+    }
+
+    /// When the oldest unsent record was queued.
+    pub fn oldest_unsent(&self) -> Option<Instant> {
+        self.entries.get(self.sent).map(|e| e.queued)
+    }
+
+    /// Takes the next unsent records that already carry wire offset `wire` (resent as
+    /// the same request), or, when `fresh` is set, the next `fresh` records, giving them
+    /// `wire`.
+    pub fn take_request(
+        &mut self,
+        wire: i64,
+        fresh: Option<usize>,
+    ) -> impl Iterator<Item = &Entry> {
+        let start = self.sent;
+        let mut end = start;
+        while end < self.entries.len() {
+            let e = &mut self.entries[end];
+            match fresh {
+                Some(n) if end - start < n && e.wire == UNASSIGNED => e.wire = wire,
+                None if e.wire == wire => {}
+                _ => break,
+            }
             end += 1;
         }
         self.sent = end;
@@ -256,6 +324,33 @@ mod tests {
         // The old connection's wire offset 1 no longer means anything.
         assert_eq!(l.ack_wire(0, |_| {}).records, 3);
         assert!(l.is_empty());
+    }
+
+    #[test]
+    fn persistent_requests_keep_their_records_across_a_rewind() {
+        let mut l = Ledger::with_capacity(16);
+        for s in 0..7 {
+            let mut e = entry(s, 10);
+            e.wire = UNASSIGNED;
+            l.push(e);
+        }
+        assert_eq!(l.unsent_fit(3, usize::MAX), (3, false));
+        assert_eq!(l.unsent_fit(100, 25), (2, true));
+        assert_eq!(l.take_request(0, Some(3)).count(), 3);
+        assert_eq!(l.take_request(1, Some(2)).count(), 2);
+        assert_eq!(l.next_unsent_wire(), None);
+        assert_eq!(l.last_assigned_wire(), Some(1));
+        let _ = l.ack_wire(0, |_| {});
+        l.rewind();
+        assert_eq!(
+            l.next_unsent_wire(),
+            Some(1),
+            "request 1 is resent as it was"
+        );
+        let again: Vec<i64> = l.take_request(1, None).map(|e| e.seq).collect();
+        assert_eq!(again, [3, 4]);
+        assert_eq!(l.next_unsent_wire(), None);
+        assert_eq!(l.unsent(), 2);
     }
 
     #[test]

@@ -32,22 +32,26 @@
 //! | [`stream`] | the stream builder and handle (`send`, `flush`, `close`) |
 //! | `shared` | the state the handle and the connection task share |
 //! | `driver` | the connection task: open/resume, send, acks, reconnect |
+//! | [`arrow`] | Arrow streams over Flight `DoPut` |
 //! | [`pool`] | one table over N streams |
 //! | [`ledger`] | the in-flight ring and cumulative acks |
 //! | [`acks`] | ack futures |
 //! | [`spool`] | the offline spool over the `wal` crate |
 //! | [`state_file`] | a persistent stream's local state |
+//! | [`plan`] | which records each request of a persistent stream carries |
 //! | `wire` | Zerobus messages in and out |
 //! | [`backoff`] | reconnect delays |
 //! | [`metrics`], `error` | metric names, [`SdkError`] |
 
 pub mod acks;
+pub mod arrow;
 pub mod backoff;
 pub mod client;
 mod driver;
 mod error;
 pub mod ledger;
 pub mod metrics;
+pub mod plan;
 pub mod pool;
 mod shared;
 pub mod spool;
@@ -57,6 +61,7 @@ mod token;
 mod wire;
 
 pub use acks::AckFuture;
+pub use arrow::{ArrowStream, ArrowStreamBuilder};
 pub use client::{Client, ClientBuilder};
 pub use error::{Result, SdkError};
 pub use pool::{PoolAck, StreamPool};

@@ -10,6 +10,7 @@ use tokio::sync::{watch, Notify};
 use crate::acks::AckState;
 use crate::error::{Result, SdkError};
 use crate::ledger::Ledger;
+use crate::plan::Plan;
 use crate::spool::Spool;
 use crate::state_file::{self, PersistentState};
 use crate::wire::Format;
@@ -26,6 +27,15 @@ pub(crate) struct Limits {
     pub batch_bytes: usize,
 }
 
+impl Limits {
+    /// Records per request of a persistent stream: the batch size, but at most a quarter
+    /// of the in-flight limit (so several requests are in flight and full ones form).
+    pub fn persistent_batch(&self) -> u32 {
+        let n = self.batch_records.min((self.max_records / 4).max(1));
+        u32::try_from(n).unwrap_or(u32::MAX)
+    }
+}
+
 /// A persistent stream's identity and local state file.
 #[derive(Debug)]
 pub(crate) struct Persist {
@@ -33,6 +43,10 @@ pub(crate) struct Persist {
     pub stream_id: Option<String>,
     pub watermark: i64,
     pub saved: Instant,
+    /// Which records each request carries (see [`crate::plan`]).
+    pub plan: Plan,
+    /// The wire offset of the next request not yet planned.
+    pub next_wire: i64,
 }
 
 /// The state `send` and the driver share (never held across an `.await`).
@@ -89,6 +103,7 @@ pub(crate) fn save_persist(table: &str, persist: &mut Persist, force: bool) -> R
             stream_id: id.clone(),
             table: table.to_string(),
             watermark: persist.watermark,
+            cuts: persist.plan.cuts().to_vec(),
         },
     )
 }

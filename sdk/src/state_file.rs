@@ -1,8 +1,10 @@
-//! A persistent stream's local state file: `{"stream_id", "table", "watermark"}` as JSON,
-//! rewritten atomically (temporary file, `fsync`, rename, `fsync` of the directory), so a
-//! crash leaves the old or the new state, never a torn one. `watermark` is the highest
-//! offset this process saw acked (-1: none); the server's own watermark, answered at
-//! resume, is authoritative and never lower.
+//! A persistent stream's local state file: `{"stream_id", "table", "watermark", "cuts"}`
+//! as JSON, rewritten atomically (temporary file, `fsync`, rename, `fsync` of the
+//! directory), so a crash leaves the old or the new state, never a torn one. `watermark`
+//! is the highest record offset this process saw acked (-1: none); `cuts` is the batch
+//! plan ([`crate::plan`]) that maps the server's watermark (a request number, answered at
+//! resume, authoritative and never lower) back to a record. A file without `cuts` (one
+//! record per request, as the SDK wrote before batching) means request = record.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -10,6 +12,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, SdkError};
+use crate::plan::{Cut, Plan};
 
 /// What a persistent stream keeps between processes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -20,6 +23,19 @@ pub struct PersistentState {
     pub table: String,
     /// The highest offset seen acked (-1: none).
     pub watermark: i64,
+    /// The batch plan's cuts, base first (empty: one record per request).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cuts: Vec<Cut>,
+}
+
+impl PersistentState {
+    /// The batch plan this state holds.
+    pub fn plan(&self) -> std::result::Result<Plan, String> {
+        if self.cuts.is_empty() {
+            return Ok(Plan::new(self.watermark, self.watermark, 1));
+        }
+        Plan::from_cuts(self.cuts.clone())
+    }
 }
 
 fn fail(path: &Path, message: impl ToString) -> SdkError {
@@ -32,12 +48,18 @@ fn fail(path: &Path, message: impl ToString) -> SdkError {
 /// Reads the state at `path` (`None`: no file yet).
 pub fn load(path: &Path) -> Result<Option<PersistentState>> {
     match std::fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| fail(path, format!("not a state file: {e}"))),
+        Ok(bytes) => parse(&bytes).map(Some).map_err(|e| fail(path, e)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(fail(path, e)),
     }
+}
+
+/// Parses a state file's bytes; its batch plan must be consistent.
+pub fn parse(bytes: &[u8]) -> std::result::Result<PersistentState, String> {
+    let state: PersistentState =
+        serde_json::from_slice(bytes).map_err(|e| format!("not a state file: {e}"))?;
+    state.plan().map_err(|e| format!("not a state file: {e}"))?;
+    Ok(state)
 }
 
 /// Replaces the state at `path` atomically.
@@ -73,9 +95,11 @@ mod tests {
             stream_id: "abc".into(),
             table: "main.a.b".into(),
             watermark: -1,
+            cuts: Vec::new(),
         };
         save(&path, &s).expect("save");
         s.watermark = 41;
+        s.cuts = Plan::new(3, 41, 10).cuts().to_vec();
         save(&path, &s).expect("save again");
         assert_eq!(load(&path).ok().flatten(), Some(s));
         assert!(!dir.path().join("stream.json.tmp").exists());
@@ -89,6 +113,15 @@ mod tests {
             std::fs::write(&path, &bytes).expect("write");
             let _ = load(&path);
         }
+    }
+
+    #[test]
+    fn a_file_without_cuts_maps_requests_to_records_one_to_one() {
+        let old = br#"{"stream_id":"a","table":"main.a.b","watermark":7}"#;
+        let plan = parse(old).expect("old format").plan().expect("plan");
+        assert_eq!(plan.last_seq_of(9), Some(9));
+        let bad = br#"{"stream_id":"a","table":"t","watermark":7,"cuts":[{"wire":1,"last_seq":5,"batch":0}]}"#;
+        assert!(parse(bad).is_err(), "an inconsistent plan is refused");
     }
 
     #[test]

@@ -23,6 +23,7 @@ use crate::client::Client;
 use crate::driver;
 use crate::error::{Result, SdkError};
 use crate::ledger::{Entry, Ledger};
+use crate::plan::Plan;
 pub use crate::shared::AckCallback;
 use crate::shared::{Limits, Persist, Shared, State};
 use crate::spool::{Spool, SpoolOptions, WhenFull};
@@ -103,7 +104,11 @@ impl StreamBuilder {
         self
     }
 
-    /// Records per request (ephemeral streams). Default: 1 000 records or 1 MiB.
+    /// Records per request. Default: 1 000 records or 1 MiB. A persistent stream keeps
+    /// its requests' records fixed across resends ([`crate::plan`]): it sends full
+    /// requests (at most a quarter of the in-flight limit), or a shorter one after the
+    /// producer paused 10 ms, at a byte limit or at close (then the state file is saved
+    /// before the request goes).
     pub fn batch(mut self, records: usize, bytes: usize) -> Self {
         self.limits.batch_records = records.max(1);
         self.limits.batch_bytes = bytes.max(1);
@@ -129,6 +134,11 @@ impl StreamBuilder {
     pub fn on_ack(mut self, callback: impl Fn(i64) + Send + Sync + 'static) -> Self {
         self.on_ack = Some(Arc::new(callback));
         self
+    }
+
+    /// The client and table (an Arrow stream takes them over).
+    pub(crate) fn into_parts(self) -> (Client, String) {
+        (self.client, self.table)
     }
 
     /// The same stream with `suffix` added to its state file and spool directory (so each
@@ -173,11 +183,20 @@ impl StreamBuilder {
                         });
                     }
                 }
+                let plan = match &saved {
+                    Some(s) => s.plan().map_err(|message| SdkError::State {
+                        path: path.display().to_string(),
+                        message,
+                    })?,
+                    None => Plan::new(-1, -1, self.limits.persistent_batch()),
+                };
                 Some(Persist {
                     path: path.clone(),
                     stream_id: saved.as_ref().map(|s| s.stream_id.clone()),
                     watermark: saved.map_or(-1, |s| s.watermark),
                     saved: Instant::now(),
+                    next_wire: plan.last_cut_wire() + 1,
+                    plan,
                 })
             }
             None => None,
@@ -368,7 +387,7 @@ impl Stream {
         st.next_seq += 1;
         st.ledger.push(Entry {
             seq,
-            wire: seq,
+            wire: crate::ledger::UNASSIGNED,
             payload: record.clone(),
             queued: Instant::now(),
             lsn_end: 0,
@@ -496,6 +515,7 @@ mod tests {
                 stream_id: "id".into(),
                 table: "main.a.other".into(),
                 watermark: 3,
+                cuts: Vec::new(),
             },
         )
         .expect("save");

@@ -230,8 +230,10 @@ impl ServeConfig {
                 "--compact-min-files must be >= 2".into(),
             ));
         }
-        if self.token_ttl < Duration::from_secs(60) {
-            return Err(ServerError::Config("token lifetime must be >= 60 s".into()));
+        // Short lifetimes exist for tests of token refresh (`sdk_token.rs`); below 5 s a
+        // token could expire between its fetch and its first use.
+        if self.token_ttl < Duration::from_secs(5) {
+            return Err(ServerError::Config("token lifetime must be >= 5 s".into()));
         }
         if self.wal_segment_bytes < 64 << 10 {
             return Err(ServerError::Config(
@@ -320,5 +322,18 @@ mod tests {
         assert!(config.sanitize().is_err());
         config.bootstrap_principal = Some(("ops".into(), "o".repeat(32)));
         assert!(config.sanitize().is_ok());
+    }
+
+    #[test]
+    fn a_token_lifetime_below_5_s_is_refused() {
+        let mut config = ServeConfig::new("d");
+        config.token_ttl = Duration::from_secs(5);
+        assert!(config.sanitize().is_ok());
+        config.token_ttl = Duration::from_millis(4_999);
+        let message = config.sanitize().expect_err("refused").to_string();
+        assert!(
+            message.contains("token lifetime must be >= 5 s"),
+            "{message}"
+        );
     }
 }

@@ -1,4 +1,4 @@
-//! `sluice push TABLE [FILE|-]`: sends a JSON-lines, CSV or Parquet input to a table with
+//! `sluice push TABLE [FILE|-]`: sends a JSON-lines, CSV, Parquet or Avro input to a table with
 //! Sluice's own producer SDK (`sluice-sdk`), with a progress line and a closing summary.
 //!
 //! Exit codes: 0 when every record was acked; 2 for a bad record (the input's or the
@@ -199,28 +199,40 @@ async fn stream_close(stream: Stream) -> Result<(), Failure> {
     stream.close().await.map_err(stream_failure)
 }
 
-/// The progress line: on a terminal one line rewritten in place every 250 ms; otherwise
-/// a plain line every 5 s.
+/// The progress display: on a terminal an `indicatif` bar redrawn every 100 ms (records
+/// sent and acked, records/s, MB/s; with a file also the share read and the ETA);
+/// otherwise a plain line every 5 s.
 struct Progress {
-    tty: bool,
+    bar: Option<indicatif::ProgressBar>,
     total: Option<u64>,
     last: Instant,
-    printed: bool,
 }
 
 impl Progress {
     fn new(total: Option<u64>) -> Self {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let (bar, template) = match total {
+                Some(t) => (
+                    indicatif::ProgressBar::new(t),
+                    "{spinner} [{bar:30}] {percent:>3}% {msg}, ETA {eta}",
+                ),
+                None => (indicatif::ProgressBar::new_spinner(), "{spinner} {msg}"),
+            };
+            if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
+                bar.set_style(style.progress_chars("=> "));
+            }
+            bar
+        });
         Progress {
-            tty: std::io::stderr().is_terminal(),
+            bar,
             total,
             last: Instant::now(),
-            printed: false,
         }
     }
 
     fn tick(&mut self, counts: &Counts, stream: &Stream, started: Instant) {
-        let every = if self.tty {
-            Duration::from_millis(250)
+        let every = if self.bar.is_some() {
+            Duration::from_millis(100)
         } else {
             Duration::from_secs(5)
         };
@@ -230,6 +242,17 @@ impl Progress {
         self.last = Instant::now();
         let secs = started.elapsed().as_secs_f64().max(1e-9);
         let acked = stream.acked_offset() + 1;
+        let line = format!(
+            "{} records sent, {acked} acked, {:.0} records/s, {:.1} MB/s",
+            counts.sent,
+            counts.sent as f64 / secs,
+            counts.bytes as f64 / 1e6 / secs
+        );
+        if let Some(bar) = &self.bar {
+            bar.set_position(counts.position);
+            bar.set_message(line);
+            return;
+        }
         let share = self
             .total
             .filter(|t| *t > 0)
@@ -238,23 +261,12 @@ impl Progress {
             .filter(|s| *s > 0.0)
             .map(|s| format!(", {:.0}%, ETA {:.0} s", s * 100.0, secs / s - secs))
             .unwrap_or_default();
-        let line = format!(
-            "{} records sent, {acked} acked, {:.0} records/s, {:.1} MB/s{eta}",
-            counts.sent,
-            counts.sent as f64 / secs,
-            counts.bytes as f64 / 1e6 / secs
-        );
-        if self.tty {
-            eprint!("\r{line}\x1b[K");
-        } else {
-            eprintln!("{line}");
-        }
-        self.printed = true;
+        eprintln!("{line}{eta}");
     }
 
     fn finish(&self) {
-        if self.tty && self.printed {
-            eprintln!();
+        if let Some(bar) = &self.bar {
+            bar.finish();
         }
     }
 }

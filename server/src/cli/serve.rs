@@ -83,7 +83,8 @@ pub struct ServeArgs {
     /// generated on the first start. A cluster pod needs one.
     #[arg(long)]
     secrets_key_file: Option<PathBuf>,
-    /// Lifetime of issued access tokens.
+    /// Lifetime of issued access tokens (at least 5 s; short ones are for tests of
+    /// token refresh).
     #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
     token_ttl: Duration,
     /// Serve TLS with this PEM certificate chain (needs --tls-key); plain text without it.
