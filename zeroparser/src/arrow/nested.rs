@@ -316,16 +316,30 @@ impl Writer<'_> {
     /// Commits `value` as the next row of leaf `id`.
     #[inline]
     fn push(&mut self, id: usize, value: &Scalar<'_>) {
+        self.push_with(id, |data| data.push(value));
+    }
+
+    /// Commits the next row of leaf `id` with `push` (see `LeafColumn::push_with`).
+    #[inline(always)]
+    fn push_with(&mut self, id: usize, push: impl FnOnce(&mut Data) -> bool) {
         match self.tree.nodes.get_mut(id) {
             Some(Node {
                 rows,
                 kind: Kind::Leaf(column),
                 ..
             }) => {
-                column.push(value);
+                column.push_with(push);
                 *rows += 1;
             }
             _ => self.failed = true,
+        }
+    }
+
+    /// Commits the next element of the list of `slot` with `push`.
+    #[inline(always)]
+    fn push_element(&mut self, slot: usize, push: impl FnOnce(&mut Data) -> bool) {
+        if let Some(child) = self.list_child(slot) {
+            self.push_with(child, push);
         }
     }
 
@@ -380,12 +394,8 @@ impl<'a> Visitor<'a> for Writer<'_> {
         }
     }
 
-    #[inline]
-    fn element(&mut self, slot: usize, value: Scalar<'a>) {
-        if let Some(child) = self.list_child(slot) {
-            self.push(child, &value);
-        }
-    }
+    super::leaf::leaf_visitor_writes!('a, push_element: element, element_int, element_double,
+        element_float, element_bool, element_str, element_bytes);
 
     fn map_entry(&mut self, slot: usize, key: Scalar<'a>, value: Scalar<'a>) {
         if let Some(key_id) = self.map_key(slot, &key) {

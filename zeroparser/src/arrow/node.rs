@@ -57,6 +57,8 @@ pub(super) enum Kind {
         offsets: Vec<i32>,
         /// The open row is present (a JSON object began).
         open: bool,
+        /// A 256-bit filter of the hashes of the open row's keys ([`Tree::key_repeats`]).
+        seen: [u64; 4],
     },
 }
 
@@ -155,17 +157,18 @@ impl Tree {
                 // The new end offset: the child's committed rows.
                 let c = *c;
                 let end = self.rows_of(c);
-                if let Some(Node {
-                    nulls,
-                    kind: Kind::List { offsets, open, .. } | Kind::Map { offsets, open, .. },
-                    ..
-                }) = self.nodes.get_mut(id)
-                {
-                    offsets.push(offset(end));
-                    if !(present && (*open || self.absent_is_empty)) {
-                        nulls.push(row(rows));
+                if let Some(Node { nulls, kind, .. }) = self.nodes.get_mut(id) {
+                    if let Kind::Map { seen, .. } = kind {
+                        *seen = [0; 4];
                     }
-                    *open = false;
+                    if let Kind::List { offsets, open, .. } | Kind::Map { offsets, open, .. } = kind
+                    {
+                        offsets.push(offset(end));
+                        if !(present && (*open || self.absent_is_empty)) {
+                            nulls.push(row(rows));
+                        }
+                        *open = false;
+                    }
                 }
                 return Ok(());
             }
@@ -190,10 +193,16 @@ impl Tree {
 
     /// Whether the key committed last in map `id` repeats a key of the map's open row, or
     /// the open row has more than `max` entries (then `true` too: the caller does not scan).
-    pub(super) fn key_repeats(&self, id: usize, max: usize) -> bool {
-        let Some(Kind::Map { key, offsets, .. }) = self.nodes.get(id).map(|n| &n.kind) else {
+    /// The keys are compared only when the new key's hash hits the open row's filter, so a
+    /// row of distinct keys costs about one hash per key rather than a scan per key.
+    pub(super) fn key_repeats(&mut self, id: usize, max: usize) -> bool {
+        let Some(Kind::Map {
+            key, offsets, seen, ..
+        }) = self.nodes.get(id).map(|n| &n.kind)
+        else {
             return false;
         };
+        let (key, mut filter) = (*key, *seen);
         let start = offsets
             .last()
             .map_or(0, |&o| usize::try_from(o).unwrap_or(0));
@@ -201,13 +210,30 @@ impl Tree {
             rows,
             kind: Kind::Leaf(column),
             ..
-        }) = self.nodes.get(*key)
+        }) = self.nodes.get(key)
         else {
             return false;
         };
         let last = rows.saturating_sub(1);
         let start = start.min(last);
-        last - start > max || (start..last).any(|i| column.data.same(i, last))
+        if last - start > max {
+            return true;
+        }
+        let hash = column.data.key_hash(last);
+        let (word, bit) = (usize::from(hash >> 6), 1u64 << (hash & 63));
+        let hit = filter.get(word).is_some_and(|w| w & bit != 0);
+        let repeats = hit && (start..last).any(|i| column.data.same(i, last));
+        if let Some(w) = filter.get_mut(word) {
+            *w |= bit;
+        }
+        if let Some(Node {
+            kind: Kind::Map { seen, .. },
+            ..
+        }) = self.nodes.get_mut(id)
+        {
+            *seen = filter;
+        }
+        repeats
     }
 
     /// Whether node `id` may hold NULL.
@@ -268,9 +294,14 @@ impl Tree {
                 self.truncate(child, end);
             }
             Kind::Map {
-                key, offsets, open, ..
+                key,
+                offsets,
+                open,
+                seen,
+                ..
             } => {
                 *open = false;
+                *seen = [0; 4];
                 offsets.truncate(rows + 1);
                 let end = offsets
                     .last()
@@ -471,6 +502,7 @@ fn shell(data_type: &ColumnType) -> Kind {
             key: 0,
             offsets: vec![0],
             open: false,
+            seen: [0; 4],
         },
         ColumnType::Struct(columns) => Kind::Struct {
             fields: struct_fields(columns),

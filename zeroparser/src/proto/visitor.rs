@@ -56,4 +56,36 @@ pub trait Visitor<'a> {
     fn bytes(&mut self, slot: usize, value: &'a [u8]) {
         self.scalar(slot, Scalar::Bytes(value));
     }
+
+    /// One integer element of a repeated field (the fast path's typed form of
+    /// [`element`](Self::element)).
+    #[inline]
+    fn element_int(&mut self, slot: usize, value: i64) {
+        self.element(slot, Scalar::Int(value));
+    }
+    /// One DOUBLE element.
+    #[inline]
+    fn element_double(&mut self, slot: usize, value: f64) {
+        self.element(slot, Scalar::Double(value));
+    }
+    /// One FLOAT element.
+    #[inline]
+    fn element_float(&mut self, slot: usize, value: f32) {
+        self.element(slot, Scalar::Float(value));
+    }
+    /// One BOOLEAN element.
+    #[inline]
+    fn element_bool(&mut self, slot: usize, value: bool) {
+        self.element(slot, Scalar::Bool(value));
+    }
+    /// One STRING element borrowed from the record.
+    #[inline]
+    fn element_str(&mut self, slot: usize, value: &'a str) {
+        self.element(slot, Scalar::Str(Cow::Borrowed(value)));
+    }
+    /// One BINARY element.
+    #[inline]
+    fn element_bytes(&mut self, slot: usize, value: &'a [u8]) {
+        self.element(slot, Scalar::Bytes(value));
+    }
 }
