@@ -41,13 +41,22 @@ const MAX_SCANNED_ENTRIES: usize = 64;
 /// The record node of the tree.
 const ROOT: usize = 0;
 
+/// A struct entered and not yet ended: the enclosing struct, its children, and whether ending
+/// this one commits its row.
+#[derive(Debug, Clone, Copy)]
+struct Frame {
+    outer: usize,
+    first: usize,
+    count: usize,
+    element: bool,
+}
+
 /// All columns of a table with nested columns.
 #[derive(Debug)]
 pub(crate) struct NestedColumns {
     tree: Tree,
-    /// The structs entered and not yet ended: (the enclosing struct, whether ending this one
-    /// commits its row).
-    stack: Vec<(usize, bool)>,
+    /// The structs entered and not yet ended.
+    stack: Vec<Frame>,
     /// Protobuf records handed to the value tree since the columns were made.
     via_tree: u64,
 }
@@ -150,9 +159,9 @@ impl NestedColumns {
     /// Commits the record's open row in every top-level column.
     fn end_row(&mut self) -> Result<(), ()> {
         let (first, count) = self.tree.children(ROOT);
-        for id in first..first + count {
-            self.tree.close(id, true).map_err(|_| ())?;
-        }
+        self.tree
+            .close_children(first, count, true)
+            .map_err(|_| ())?;
         if let Some(root) = self.tree.nodes.get_mut(ROOT) {
             root.rows += 1;
         }
@@ -278,7 +287,7 @@ impl JsonSink for JsonWriter<'_> {
 /// The visitor that writes one record's fields into the column tree.
 struct Writer<'c> {
     tree: &'c mut Tree,
-    stack: &'c mut Vec<(usize, bool)>,
+    stack: &'c mut Vec<Frame>,
     /// The struct node whose fields arrive.
     current: usize,
     /// Its children.
@@ -377,10 +386,14 @@ impl Writer<'_> {
     /// Enters struct `id`; `element`: its row is committed when it ends.
     #[inline]
     fn enter(&mut self, id: usize, element: bool) {
-        self.tree.open(id);
-        self.stack.push((self.current, element));
+        self.stack.push(Frame {
+            outer: self.current,
+            first: self.first,
+            count: self.count,
+            element,
+        });
         self.current = id;
-        (self.first, self.count) = self.tree.children(id);
+        (self.first, self.count) = self.tree.open_struct(id);
     }
 }
 
@@ -429,13 +442,13 @@ impl<'a> Visitor<'a> for Writer<'_> {
     }
 
     fn end_message(&mut self) {
-        let Some((outer, element)) = self.stack.pop() else {
+        let Some(frame) = self.stack.pop() else {
             return;
         };
-        if element && self.tree.close(self.current, true).is_err() {
+        if frame.element && self.tree.close(self.current, true).is_err() {
             self.failed = true;
         }
-        self.current = outer;
-        (self.first, self.count) = self.tree.children(outer);
+        self.current = frame.outer;
+        (self.first, self.count) = (frame.first, frame.count);
     }
 }

@@ -127,19 +127,14 @@ impl Tree {
         let Some(node) = self.nodes.get_mut(id) else {
             return Ok(());
         };
+        if matches!(node.kind, Kind::Leaf(_)) {
+            return close_leaf(node, present);
+        }
         let rows = node.rows;
         node.rows += 1;
         let nullable = node.nullable;
         let (first, count, own) = match &mut node.kind {
-            Kind::Leaf(column) => {
-                if column.len <= rows {
-                    if present && !nullable {
-                        return Err(Missing);
-                    }
-                    column.push_null();
-                }
-                return Ok(());
-            }
+            Kind::Leaf(_) => return Ok(()),
             Kind::Struct {
                 first, count, open, ..
             } => {
@@ -173,8 +168,27 @@ impl Tree {
                 return Ok(());
             }
         };
+        self.close_children(first, count, own)
+    }
+
+    /// [`close`](Self::close)s nodes `first..first + count`, the children of a struct whose
+    /// row is `present`; leaves (most children) inline.
+    pub(super) fn close_children(
+        &mut self,
+        first: usize,
+        count: usize,
+        present: bool,
+    ) -> Result<(), Missing> {
         for child in first..first + count {
-            self.close(child, own)?;
+            match self.nodes.get_mut(child) {
+                Some(
+                    node @ Node {
+                        kind: Kind::Leaf(_),
+                        ..
+                    },
+                ) => close_leaf(node, present)?,
+                _ => self.close(child, present)?,
+            }
         }
         Ok(())
     }
@@ -256,6 +270,25 @@ impl Tree {
         }) = self.nodes.get_mut(id)
         {
             *open = true;
+        }
+    }
+
+    /// Marks the open row of struct node `id` present and returns its children
+    /// `first..first + count` (none for other nodes, which are only marked).
+    #[inline]
+    pub(super) fn open_struct(&mut self, id: usize) -> (usize, usize) {
+        match self.nodes.get_mut(id).map(|n| &mut n.kind) {
+            Some(Kind::Struct {
+                first, count, open, ..
+            }) => {
+                *open = true;
+                (*first, *count)
+            }
+            Some(Kind::List { open, .. } | Kind::Map { open, .. }) => {
+                *open = true;
+                (0, 0)
+            }
+            _ => (0, 0),
         }
     }
 
@@ -413,6 +446,22 @@ impl Tree {
             }
         }
     }
+}
+
+/// [`Tree::close`] of a leaf: commits its open row, a null where nothing was written.
+#[inline(always)]
+fn close_leaf(node: &mut Node, present: bool) -> Result<(), Missing> {
+    let rows = node.rows;
+    node.rows += 1;
+    if let Kind::Leaf(column) = &mut node.kind {
+        if column.len <= rows {
+            if present && !node.nullable {
+                return Err(Missing);
+            }
+            column.push_null();
+        }
+    }
+    Ok(())
 }
 
 /// Adds the nodes of `children` (consecutive ids), then their descendants.

@@ -3,7 +3,9 @@
 //! deep, and the table schema that mirrors them, random prost-reflect messages decode in the
 //! single pass (no record takes the value tree) into exactly the values prost-reflect holds,
 //! and a record that fails after all its nested fields were written leaves the batch as it
-//! was (the rows around it are intact). The same schemas with random JSON records (members
+//! was (the rows around it are intact). Rollback, byte for byte: random records spoiled
+//! (cut, a byte overwritten, a bad field after them) leave every buffer of the batch (offsets
+//! at every level, validity, values) as a builder that never saw them has it. The same schemas with random JSON records (members
 //! absent, `null`, repeated; null elements and map values; repeated map keys) decode
 //! straight into the columns to exactly what the value-tree decode of a builder with the
 //! `_rescued_data` column gives.
