@@ -142,30 +142,41 @@ impl FastEntry {
     }
 
     /// Reads the value or values (the tag has been consumed and its wire type matched) and
-    /// hands them to the visitor's typed methods. Errors in elements name their index within
-    /// this occurrence of the field, as the general path's do.
+    /// hands them to the visitor's typed methods. Singular fields are read inline; repeated
+    /// ones out of line, so the hot loop of flat tables stays as small as it was.
     #[inline(always)]
     pub(crate) fn visit<'a, V: Visitor<'a>>(
         self,
         reader: &mut Reader<'a>,
         visitor: &mut V,
     ) -> Result<(), DecodeError> {
-        match self.shape {
-            FastShape::Singular => self.read(reader, &mut Singular(visitor)),
-            FastShape::Element => self
-                .read(reader, &mut Elements(visitor))
-                .map_err(|e| e.within(Segment::Index(0))),
-            FastShape::Packed => {
-                let mut packed = reader.read_sub_reader()?;
-                let mut index = 0;
-                while !packed.is_empty() {
-                    self.read(&mut packed, &mut Elements(&mut *visitor))
-                        .map_err(|e| e.within(Segment::Index(index)))?;
-                    index += 1;
-                }
-                Ok(())
-            }
+        if self.shape == FastShape::Singular {
+            return self.read(reader, &mut Singular(visitor));
         }
+        self.visit_repeated(reader, visitor)
+    }
+
+    /// The elements of a repeated field: one, or a packed run. Errors name the element's
+    /// index within this occurrence of the field, as the general path's do.
+    #[inline(never)]
+    fn visit_repeated<'a, V: Visitor<'a>>(
+        self,
+        reader: &mut Reader<'a>,
+        visitor: &mut V,
+    ) -> Result<(), DecodeError> {
+        if self.shape != FastShape::Packed {
+            return self
+                .read(reader, &mut Elements(visitor))
+                .map_err(|e| e.within(Segment::Index(0)));
+        }
+        let mut packed = reader.read_sub_reader()?;
+        let mut index = 0;
+        while !packed.is_empty() {
+            self.read(&mut packed, &mut Elements(&mut *visitor))
+                .map_err(|e| e.within(Segment::Index(index)))?;
+            index += 1;
+        }
+        Ok(())
     }
 
     /// Reads one value and hands it to `sink`'s typed method.
