@@ -83,6 +83,10 @@ pub(super) struct Tree {
     pub(super) absent_is_empty: bool,
 }
 
+/// Keys of a map row compared with every later key directly; later keys go through the
+/// row's hash filter (see [`Tree::key_repeats`]).
+const SCANNED_KEYS: usize = 4;
+
 fn offset(count: usize) -> i32 {
     // The batch builder keeps every column below i32::MAX entries.
     i32::try_from(count).unwrap_or(i32::MAX)
@@ -207,8 +211,9 @@ impl Tree {
 
     /// Whether the key committed last in map `id` repeats a key of the map's open row, or
     /// the open row has more than `max` entries (then `true` too: the caller does not scan).
-    /// The keys are compared only when the new key's hash hits the open row's filter, so a
-    /// row of distinct keys costs about one hash per key rather than a scan per key.
+    /// A new key is compared with the row's first [`SCANNED_KEYS`] keys, and with the later
+    /// ones only when its hash hits the open row's filter of them, so a row of distinct
+    /// keys costs a few comparisons and one hash per key rather than a scan per key.
     pub(super) fn key_repeats(&mut self, id: usize, max: usize) -> bool {
         let Some(Kind::Map {
             key, offsets, seen, ..
@@ -233,10 +238,19 @@ impl Tree {
         if last - start > max {
             return true;
         }
+        // The first few keys of a row are compared directly (cheaper than hashing for the
+        // short maps most rows hold); the filter holds the later ones.
+        let scanned = last.min(start + SCANNED_KEYS);
+        if (start..scanned).any(|i| column.data.same(i, last)) {
+            return true;
+        }
+        if last < start + SCANNED_KEYS {
+            return false;
+        }
         let hash = column.data.key_hash(last);
         let (word, bit) = (usize::from(hash >> 6), 1u64 << (hash & 63));
         let hit = filter.get(word).is_some_and(|w| w & bit != 0);
-        let repeats = hit && (start..last).any(|i| column.data.same(i, last));
+        let repeats = hit && (scanned..last).any(|i| column.data.same(i, last));
         if let Some(w) = filter.get_mut(word) {
             *w |= bit;
         }
