@@ -150,7 +150,7 @@ impl FastEntry {
         reader: &mut Reader<'a>,
         visitor: &mut V,
     ) -> Result<(), DecodeError> {
-        if self.shape == FastShape::Singular {
+        if !V::REPEATED || self.shape == FastShape::Singular {
             return self.read(reader, &mut Singular(visitor));
         }
         self.visit_repeated(reader, visitor)

@@ -8,6 +8,11 @@ use crate::value::Scalar;
 /// Receives the fields of one record from [`ProtoPlan::visit`]. `slot` is the column's
 /// position in the table schema (or in the enclosing STRUCT).
 pub trait Visitor<'a> {
+    /// Whether repeated fields may reach this visitor. A visitor that says `false` (the flat
+    /// columns: tables without ARRAY or MAP columns, whose plans have no repeated fields) gets
+    /// a decoder without the repeated fields' fast path compiled in.
+    const REPEATED: bool = true;
+
     /// A singular scalar field.
     fn scalar(&mut self, slot: usize, value: Scalar<'a>);
     /// A member of a oneof was set: `slot`, another member, is absent again.
