@@ -247,6 +247,9 @@ impl RowWriter<'_> {
 }
 
 impl<'a> Visitor<'a> for RowWriter<'_> {
+    // A flat table's plan has no repeated fields.
+    const REPEATED: bool = false;
+
     super::leaf::leaf_visitor_writes!('a);
 
     fn clear(&mut self, slot: usize) {

@@ -21,42 +21,49 @@ use arrow_schema::DataType;
 /// The typed singular-field methods of a proto [`Visitor`](crate::proto::Visitor) that
 /// writes leaf columns through its own `write(slot, push)` (`push` returns `false` when the
 /// value does not fit: then a null): one definition for the flat writer (`arrow::flat`)
-/// and the column-tree writer (`arrow::nested`).
+/// and the column-tree writer (`arrow::nested`). With a method and visitor method names, the
+/// same for another group (the column-tree writer's list elements through `push_element`).
 macro_rules! leaf_visitor_writes {
     ($a:lifetime) => {
+        $crate::arrow::leaf::leaf_visitor_writes!(
+            $a, write: scalar, int, double, float, boolean, string, bytes
+        );
+    };
+    ($a:lifetime, $write:ident: $scalar:ident, $int:ident, $double:ident, $float:ident,
+     $boolean:ident, $string:ident, $bytes:ident) => {
         #[inline]
-        fn scalar(&mut self, slot: usize, value: Scalar<$a>) {
-            self.write(slot, |data| data.push(&value));
+        fn $scalar(&mut self, slot: usize, value: Scalar<$a>) {
+            self.$write(slot, |data| data.push(&value));
         }
 
         #[inline]
-        fn int(&mut self, slot: usize, value: i64) {
-            self.write(slot, |data| data.push_int(value));
+        fn $int(&mut self, slot: usize, value: i64) {
+            self.$write(slot, |data| data.push_int(value));
         }
 
         #[inline]
-        fn double(&mut self, slot: usize, value: f64) {
-            self.write(slot, |data| data.push_double(value));
+        fn $double(&mut self, slot: usize, value: f64) {
+            self.$write(slot, |data| data.push_double(value));
         }
 
         #[inline]
-        fn float(&mut self, slot: usize, value: f32) {
-            self.write(slot, |data| data.push_float(value));
+        fn $float(&mut self, slot: usize, value: f32) {
+            self.$write(slot, |data| data.push_float(value));
         }
 
         #[inline]
-        fn boolean(&mut self, slot: usize, value: bool) {
-            self.write(slot, |data| data.push_bool(value));
+        fn $boolean(&mut self, slot: usize, value: bool) {
+            self.$write(slot, |data| data.push_bool(value));
         }
 
         #[inline]
-        fn string(&mut self, slot: usize, value: &$a str) {
-            self.write(slot, |data| data.push_str(value));
+        fn $string(&mut self, slot: usize, value: &$a str) {
+            self.$write(slot, |data| data.push_str(value));
         }
 
         #[inline]
-        fn bytes(&mut self, slot: usize, value: &$a [u8]) {
-            self.write(slot, |data| data.push_bytes(value));
+        fn $bytes(&mut self, slot: usize, value: &$a [u8]) {
+            self.$write(slot, |data| data.push_bytes(value));
         }
     };
 }
@@ -255,6 +262,43 @@ impl Data {
         }
     }
 
+    /// A hash of row `row` in `0..256` (map keys: integers, booleans, strings; 0 for other
+    /// columns and rows out of range): rows that are [`same`](Self::same) hash alike.
+    pub(super) fn key_hash(&self, row: usize) -> u8 {
+        const MIX: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mixed = |x: u64| (x.wrapping_mul(MIX) >> 56) as u8;
+        match self {
+            Data::I8(v) => v.get(row).map_or(0, |&x| mixed(x as u64)),
+            Data::I16(v) => v.get(row).map_or(0, |&x| mixed(x as u64)),
+            Data::I32(v) | Data::Date(v) => v.get(row).map_or(0, |&x| mixed(x as u64)),
+            Data::I64(v) | Data::Timestamp { values: v, .. } => {
+                v.get(row).map_or(0, |&x| mixed(x as u64))
+            }
+            Data::Bool(v) => v.get(row).map_or(0, |&x| mixed(u64::from(x))),
+            Data::Utf8 { offsets, bytes } | Data::Binary { offsets, bytes } => {
+                let span = (offsets.get(row), offsets.get(row + 1));
+                let (Some(&start), Some(&end)) = span else {
+                    return 0;
+                };
+                let (start, end) = (start.max(0) as usize, end.max(0) as usize);
+                let Some(text) = bytes.get(start..end) else {
+                    return 0;
+                };
+                // The length and the first and last (up to) 8 bytes.
+                let word = |part: &[u8]| {
+                    let mut buf = [0u8; 8];
+                    let n = part.len().min(8);
+                    buf[..n].copy_from_slice(&part[..n]);
+                    u64::from_le_bytes(buf)
+                };
+                let head = word(text);
+                let tail = word(&text[text.len().saturating_sub(8)..]);
+                mixed(head ^ tail.rotate_left(29) ^ (text.len() as u64).rotate_left(53))
+            }
+            Data::F32(_) | Data::F64(_) => 0,
+        }
+    }
+
     /// Appends a value of the value tree; `false` for NULL and values that do not fit.
     pub(super) fn push_value(&mut self, value: &Value<'_>) -> bool {
         let scalar = match value {
@@ -387,10 +431,11 @@ impl LeafColumn {
         fresh
     }
 
-    /// Appends a value for row `row` (the column's current length).
-    #[inline]
-    pub(super) fn push(&mut self, value: &Scalar<'_>) {
-        if self.data.push(value) {
+    /// Appends a row with `push`, which returns `false` if the value does not fit the column
+    /// (then a null).
+    #[inline(always)]
+    pub(super) fn push_with(&mut self, push: impl FnOnce(&mut Data) -> bool) {
+        if push(&mut self.data) {
             self.len += 1;
         } else {
             self.push_null();

@@ -41,13 +41,22 @@ const MAX_SCANNED_ENTRIES: usize = 64;
 /// The record node of the tree.
 const ROOT: usize = 0;
 
+/// A struct entered and not yet ended: the enclosing struct, its children, and whether ending
+/// this one commits its row.
+#[derive(Debug, Clone, Copy)]
+struct Frame {
+    outer: usize,
+    first: usize,
+    count: usize,
+    element: bool,
+}
+
 /// All columns of a table with nested columns.
 #[derive(Debug)]
 pub(crate) struct NestedColumns {
     tree: Tree,
-    /// The structs entered and not yet ended: (the enclosing struct, whether ending this one
-    /// commits its row).
-    stack: Vec<(usize, bool)>,
+    /// The structs entered and not yet ended.
+    stack: Vec<Frame>,
     /// Protobuf records handed to the value tree since the columns were made.
     via_tree: u64,
 }
@@ -150,9 +159,9 @@ impl NestedColumns {
     /// Commits the record's open row in every top-level column.
     fn end_row(&mut self) -> Result<(), ()> {
         let (first, count) = self.tree.children(ROOT);
-        for id in first..first + count {
-            self.tree.close(id, true).map_err(|_| ())?;
-        }
+        self.tree
+            .close_children(first, count, true)
+            .map_err(|_| ())?;
         if let Some(root) = self.tree.nodes.get_mut(ROOT) {
             root.rows += 1;
         }
@@ -278,7 +287,7 @@ impl JsonSink for JsonWriter<'_> {
 /// The visitor that writes one record's fields into the column tree.
 struct Writer<'c> {
     tree: &'c mut Tree,
-    stack: &'c mut Vec<(usize, bool)>,
+    stack: &'c mut Vec<Frame>,
     /// The struct node whose fields arrive.
     current: usize,
     /// Its children.
@@ -316,16 +325,30 @@ impl Writer<'_> {
     /// Commits `value` as the next row of leaf `id`.
     #[inline]
     fn push(&mut self, id: usize, value: &Scalar<'_>) {
+        self.push_with(id, |data| data.push(value));
+    }
+
+    /// Commits the next row of leaf `id` with `push` (see `LeafColumn::push_with`).
+    #[inline(always)]
+    fn push_with(&mut self, id: usize, push: impl FnOnce(&mut Data) -> bool) {
         match self.tree.nodes.get_mut(id) {
             Some(Node {
                 rows,
                 kind: Kind::Leaf(column),
                 ..
             }) => {
-                column.push(value);
+                column.push_with(push);
                 *rows += 1;
             }
             _ => self.failed = true,
+        }
+    }
+
+    /// Commits the next element of the list of `slot` with `push`.
+    #[inline(always)]
+    fn push_element(&mut self, slot: usize, push: impl FnOnce(&mut Data) -> bool) {
+        if let Some(child) = self.list_child(slot) {
+            self.push_with(child, push);
         }
     }
 
@@ -363,10 +386,14 @@ impl Writer<'_> {
     /// Enters struct `id`; `element`: its row is committed when it ends.
     #[inline]
     fn enter(&mut self, id: usize, element: bool) {
-        self.tree.open(id);
-        self.stack.push((self.current, element));
+        self.stack.push(Frame {
+            outer: self.current,
+            first: self.first,
+            count: self.count,
+            element,
+        });
         self.current = id;
-        (self.first, self.count) = self.tree.children(id);
+        (self.first, self.count) = self.tree.open_struct(id);
     }
 }
 
@@ -380,12 +407,8 @@ impl<'a> Visitor<'a> for Writer<'_> {
         }
     }
 
-    #[inline]
-    fn element(&mut self, slot: usize, value: Scalar<'a>) {
-        if let Some(child) = self.list_child(slot) {
-            self.push(child, &value);
-        }
-    }
+    super::leaf::leaf_visitor_writes!('a, push_element: element, element_int, element_double,
+        element_float, element_bool, element_str, element_bytes);
 
     fn map_entry(&mut self, slot: usize, key: Scalar<'a>, value: Scalar<'a>) {
         if let Some(key_id) = self.map_key(slot, &key) {
@@ -419,13 +442,13 @@ impl<'a> Visitor<'a> for Writer<'_> {
     }
 
     fn end_message(&mut self) {
-        let Some((outer, element)) = self.stack.pop() else {
+        let Some(frame) = self.stack.pop() else {
             return;
         };
-        if element && self.tree.close(self.current, true).is_err() {
+        if frame.element && self.tree.close(self.current, true).is_err() {
             self.failed = true;
         }
-        self.current = outer;
-        (self.first, self.count) = self.tree.children(outer);
+        self.current = frame.outer;
+        (self.first, self.count) = (frame.first, frame.count);
     }
 }

@@ -57,6 +57,8 @@ pub(super) enum Kind {
         offsets: Vec<i32>,
         /// The open row is present (a JSON object began).
         open: bool,
+        /// A 256-bit filter of the hashes of the open row's keys ([`Tree::key_repeats`]).
+        seen: [u64; 4],
     },
 }
 
@@ -80,6 +82,10 @@ pub(super) struct Tree {
     /// that does not occur) rather than NULL (JSON: a member that is absent).
     pub(super) absent_is_empty: bool,
 }
+
+/// Keys of a map row compared with every later key directly; later keys go through the
+/// row's hash filter (see [`Tree::key_repeats`]).
+const SCANNED_KEYS: usize = 4;
 
 fn offset(count: usize) -> i32 {
     // The batch builder keeps every column below i32::MAX entries.
@@ -125,19 +131,14 @@ impl Tree {
         let Some(node) = self.nodes.get_mut(id) else {
             return Ok(());
         };
+        if matches!(node.kind, Kind::Leaf(_)) {
+            return close_leaf(node, present);
+        }
         let rows = node.rows;
         node.rows += 1;
         let nullable = node.nullable;
         let (first, count, own) = match &mut node.kind {
-            Kind::Leaf(column) => {
-                if column.len <= rows {
-                    if present && !nullable {
-                        return Err(Missing);
-                    }
-                    column.push_null();
-                }
-                return Ok(());
-            }
+            Kind::Leaf(_) => return Ok(()),
             Kind::Struct {
                 first, count, open, ..
             } => {
@@ -155,23 +156,43 @@ impl Tree {
                 // The new end offset: the child's committed rows.
                 let c = *c;
                 let end = self.rows_of(c);
-                if let Some(Node {
-                    nulls,
-                    kind: Kind::List { offsets, open, .. } | Kind::Map { offsets, open, .. },
-                    ..
-                }) = self.nodes.get_mut(id)
-                {
-                    offsets.push(offset(end));
-                    if !(present && (*open || self.absent_is_empty)) {
-                        nulls.push(row(rows));
+                if let Some(Node { nulls, kind, .. }) = self.nodes.get_mut(id) {
+                    if let Kind::Map { seen, .. } = kind {
+                        *seen = [0; 4];
                     }
-                    *open = false;
+                    if let Kind::List { offsets, open, .. } | Kind::Map { offsets, open, .. } = kind
+                    {
+                        offsets.push(offset(end));
+                        if !(present && (*open || self.absent_is_empty)) {
+                            nulls.push(row(rows));
+                        }
+                        *open = false;
+                    }
                 }
                 return Ok(());
             }
         };
+        self.close_children(first, count, own)
+    }
+
+    /// [`close`](Self::close)s nodes `first..first + count`, the children of a struct whose
+    /// row is `present`; leaves (most children) inline.
+    pub(super) fn close_children(
+        &mut self,
+        first: usize,
+        count: usize,
+        present: bool,
+    ) -> Result<(), Missing> {
         for child in first..first + count {
-            self.close(child, own)?;
+            match self.nodes.get_mut(child) {
+                Some(
+                    node @ Node {
+                        kind: Kind::Leaf(_),
+                        ..
+                    },
+                ) => close_leaf(node, present)?,
+                _ => self.close(child, present)?,
+            }
         }
         Ok(())
     }
@@ -190,10 +211,17 @@ impl Tree {
 
     /// Whether the key committed last in map `id` repeats a key of the map's open row, or
     /// the open row has more than `max` entries (then `true` too: the caller does not scan).
-    pub(super) fn key_repeats(&self, id: usize, max: usize) -> bool {
-        let Some(Kind::Map { key, offsets, .. }) = self.nodes.get(id).map(|n| &n.kind) else {
+    /// A new key is compared with the row's first [`SCANNED_KEYS`] keys, and with the later
+    /// ones only when its hash hits the open row's filter of them, so a row of distinct
+    /// keys costs a few comparisons and one hash per key rather than a scan per key.
+    pub(super) fn key_repeats(&mut self, id: usize, max: usize) -> bool {
+        let Some(Kind::Map {
+            key, offsets, seen, ..
+        }) = self.nodes.get(id).map(|n| &n.kind)
+        else {
             return false;
         };
+        let (key, mut filter) = (*key, *seen);
         let start = offsets
             .last()
             .map_or(0, |&o| usize::try_from(o).unwrap_or(0));
@@ -201,13 +229,39 @@ impl Tree {
             rows,
             kind: Kind::Leaf(column),
             ..
-        }) = self.nodes.get(*key)
+        }) = self.nodes.get(key)
         else {
             return false;
         };
         let last = rows.saturating_sub(1);
         let start = start.min(last);
-        last - start > max || (start..last).any(|i| column.data.same(i, last))
+        if last - start > max {
+            return true;
+        }
+        // The first few keys of a row are compared directly (cheaper than hashing for the
+        // short maps most rows hold); the filter holds the later ones.
+        let scanned = last.min(start + SCANNED_KEYS);
+        if (start..scanned).any(|i| column.data.same(i, last)) {
+            return true;
+        }
+        if last < start + SCANNED_KEYS {
+            return false;
+        }
+        let hash = column.data.key_hash(last);
+        let (word, bit) = (usize::from(hash >> 6), 1u64 << (hash & 63));
+        let hit = filter.get(word).is_some_and(|w| w & bit != 0);
+        let repeats = hit && (scanned..last).any(|i| column.data.same(i, last));
+        if let Some(w) = filter.get_mut(word) {
+            *w |= bit;
+        }
+        if let Some(Node {
+            kind: Kind::Map { seen, .. },
+            ..
+        }) = self.nodes.get_mut(id)
+        {
+            *seen = filter;
+        }
+        repeats
     }
 
     /// Whether node `id` may hold NULL.
@@ -230,6 +284,25 @@ impl Tree {
         }) = self.nodes.get_mut(id)
         {
             *open = true;
+        }
+    }
+
+    /// Marks the open row of struct node `id` present and returns its children
+    /// `first..first + count` (none for other nodes, which are only marked).
+    #[inline]
+    pub(super) fn open_struct(&mut self, id: usize) -> (usize, usize) {
+        match self.nodes.get_mut(id).map(|n| &mut n.kind) {
+            Some(Kind::Struct {
+                first, count, open, ..
+            }) => {
+                *open = true;
+                (*first, *count)
+            }
+            Some(Kind::List { open, .. } | Kind::Map { open, .. }) => {
+                *open = true;
+                (0, 0)
+            }
+            _ => (0, 0),
         }
     }
 
@@ -268,9 +341,14 @@ impl Tree {
                 self.truncate(child, end);
             }
             Kind::Map {
-                key, offsets, open, ..
+                key,
+                offsets,
+                open,
+                seen,
+                ..
             } => {
                 *open = false;
+                *seen = [0; 4];
                 offsets.truncate(rows + 1);
                 let end = offsets
                     .last()
@@ -384,6 +462,22 @@ impl Tree {
     }
 }
 
+/// [`Tree::close`] of a leaf: commits its open row, a null where nothing was written.
+#[inline(always)]
+fn close_leaf(node: &mut Node, present: bool) -> Result<(), Missing> {
+    let rows = node.rows;
+    node.rows += 1;
+    if let Kind::Leaf(column) = &mut node.kind {
+        if column.len <= rows {
+            if present && !node.nullable {
+                return Err(Missing);
+            }
+            column.push_null();
+        }
+    }
+    Ok(())
+}
+
 /// Adds the nodes of `children` (consecutive ids), then their descendants.
 fn add_children(nodes: &mut Vec<Node>, children: &[(&ColumnType, bool)]) {
     let first = nodes.len();
@@ -471,6 +565,7 @@ fn shell(data_type: &ColumnType) -> Kind {
             key: 0,
             offsets: vec![0],
             open: false,
+            seen: [0; 4],
         },
         ColumnType::Struct(columns) => Kind::Struct {
             fields: struct_fields(columns),

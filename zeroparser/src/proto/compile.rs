@@ -165,6 +165,7 @@ impl<'d> Compiler<'_, 'd> {
                     FieldShape::Scalar(scalar) if field.oneof.is_none() => {
                         FastEntry::of(scalar, field.slot)
                     }
+                    FieldShape::RepeatedScalar(scalar) => FastEntry::repeated(scalar, field.slot),
                     _ => FastEntry::NONE,
                 };
             }

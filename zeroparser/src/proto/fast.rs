@@ -3,14 +3,18 @@
 //! it, for the scalar fields whose conversion cannot fail except on the bytes themselves
 //! (truncation, UTF-8). The decoder's inner loop reads a one- or two-byte tag, indexes this
 //! table, compares the wire type and reads the value, with no search and no further branching
-//! on the field's shape; everything else (unknown fields, oneof members, range-checked
-//! integers, enums, VARIANT, nested fields, wrong wire types) takes the general path.
+//! on the field's shape. Repeated fields of the same kinds have entries too: strings and bytes
+//! one element per tag, numbers and booleans as a packed run (their unpacked form, legal but
+//! rare, takes the general path); their values go to the visitor's typed element methods.
+//! Everything else (unknown fields, oneof members, range-checked integers, enums, VARIANT,
+//! messages, maps, wrong wire types) takes the general path.
 
 use super::kind::ProtoKind;
 use super::scalar::ScalarPlan;
 use super::visitor::Visitor;
 use super::wire::{zigzag32, zigzag64, Reader};
-use crate::error::{DecodeError, DecodeErrorKind};
+use crate::error::{DecodeError, DecodeErrorKind, WireType};
+use crate::path::Segment;
 use crate::schema::ColumnType;
 
 /// How to read one fast field.
@@ -48,12 +52,24 @@ pub(crate) enum FastOp {
     Bytes,
 }
 
+/// Which of the visitor's methods a fast field's values go to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FastShape {
+    /// A singular field: the typed scalar methods.
+    Singular,
+    /// One element of a repeated field per tag: the typed element methods.
+    Element,
+    /// A packed run of elements of a repeated field (wire type LEN).
+    Packed,
+}
+
 /// One entry of the fast table.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct FastEntry {
     /// The wire type bits the field must arrive with; `u8::MAX` for no fast field.
     pub(crate) wire: u8,
     pub(crate) op: FastOp,
+    pub(crate) shape: FastShape,
     /// The column slot.
     pub(crate) slot: u32,
 }
@@ -62,8 +78,31 @@ impl FastEntry {
     pub(crate) const NONE: FastEntry = FastEntry {
         wire: u8::MAX,
         op: FastOp::None,
+        shape: FastShape::Singular,
         slot: 0,
     };
+
+    /// The entry of a repeated scalar field whose elements are `scalar`, filling the ARRAY
+    /// column `slot`: packed runs for packable kinds, one element per tag for strings and
+    /// bytes.
+    pub(crate) fn repeated(scalar: &ScalarPlan, slot: usize) -> FastEntry {
+        let entry = FastEntry::of(scalar, slot);
+        if entry.op == FastOp::None {
+            return FastEntry::NONE;
+        }
+        if scalar.kind.packable() {
+            FastEntry {
+                wire: WireType::Len.bits(),
+                shape: FastShape::Packed,
+                ..entry
+            }
+        } else {
+            FastEntry {
+                shape: FastShape::Element,
+                ..entry
+            }
+        }
+    }
 
     /// The entry of a singular scalar field (not a oneof member) of `scalar` filling column
     /// `slot`, if it can take the fast path.
@@ -97,48 +136,138 @@ impl FastEntry {
         FastEntry {
             wire: scalar.kind.wire_type().bits(),
             op,
+            shape: FastShape::Singular,
             slot: u32::try_from(slot).unwrap_or(u32::MAX),
         }
     }
 
-    /// Reads the value (the tag has been consumed and its wire type matched) and hands it
-    /// to the visitor's typed method.
+    /// Reads the value or values (the tag has been consumed and its wire type matched) and
+    /// hands them to the visitor's typed methods. Singular fields are read inline; repeated
+    /// ones out of line, so the hot loop of flat tables stays as small as it was.
     #[inline(always)]
     pub(crate) fn visit<'a, V: Visitor<'a>>(
         self,
         reader: &mut Reader<'a>,
         visitor: &mut V,
     ) -> Result<(), DecodeError> {
+        if !V::REPEATED || self.shape == FastShape::Singular {
+            return self.read(reader, &mut Singular(visitor));
+        }
+        self.visit_repeated(reader, visitor)
+    }
+
+    /// The elements of a repeated field: one, or a packed run. Errors name the element's
+    /// index within this occurrence of the field, as the general path's do.
+    #[inline(never)]
+    fn visit_repeated<'a, V: Visitor<'a>>(
+        self,
+        reader: &mut Reader<'a>,
+        visitor: &mut V,
+    ) -> Result<(), DecodeError> {
+        if self.shape != FastShape::Packed {
+            return self
+                .read(reader, &mut Elements(visitor))
+                .map_err(|e| e.within(Segment::Index(0)));
+        }
+        let mut packed = reader.read_sub_reader()?;
+        let mut index = 0;
+        while !packed.is_empty() {
+            self.read(&mut packed, &mut Elements(&mut *visitor))
+                .map_err(|e| e.within(Segment::Index(index)))?;
+            index += 1;
+        }
+        Ok(())
+    }
+
+    /// Reads one value and hands it to `sink`'s typed method.
+    #[inline(always)]
+    fn read<'a, S: TypedSink<'a>>(
+        self,
+        reader: &mut Reader<'a>,
+        sink: &mut S,
+    ) -> Result<(), DecodeError> {
         let slot = self.slot as usize;
         match self.op {
-            FastOp::Double => visitor.double(slot, f64::from_bits(reader.read_fixed64()?)),
-            FastOp::Float => visitor.float(slot, f32::from_bits(reader.read_fixed32()?)),
+            FastOp::Double => sink.double(slot, f64::from_bits(reader.read_fixed64()?)),
+            FastOp::Float => sink.float(slot, f32::from_bits(reader.read_fixed32()?)),
             FastOp::FloatToDouble => {
-                visitor.double(slot, f64::from(f32::from_bits(reader.read_fixed32()?)))
+                sink.double(slot, f64::from(f32::from_bits(reader.read_fixed32()?)))
             }
-            FastOp::Int64 => visitor.int(slot, reader.read_varint()? as i64),
-            FastOp::Int32 => visitor.int(slot, i64::from(reader.read_varint()? as i32)),
-            FastOp::Sint64 => visitor.int(slot, zigzag64(reader.read_varint()?)),
-            FastOp::Sint32 => visitor.int(slot, i64::from(zigzag32(reader.read_varint()? as u32))),
-            FastOp::Uint32 => visitor.int(slot, i64::from(reader.read_varint()? as u32)),
-            FastOp::Fixed32 => visitor.int(slot, i64::from(reader.read_fixed32()?)),
-            FastOp::Sfixed32 => visitor.int(slot, i64::from(reader.read_fixed32()? as i32)),
-            FastOp::Sfixed64 => visitor.int(slot, reader.read_fixed64()? as i64),
-            FastOp::Bool => visitor.boolean(slot, reader.read_varint()? != 0),
+            FastOp::Int64 => sink.int(slot, reader.read_varint()? as i64),
+            FastOp::Int32 => sink.int(slot, i64::from(reader.read_varint()? as i32)),
+            FastOp::Sint64 => sink.int(slot, zigzag64(reader.read_varint()?)),
+            FastOp::Sint32 => sink.int(slot, i64::from(zigzag32(reader.read_varint()? as u32))),
+            FastOp::Uint32 => sink.int(slot, i64::from(reader.read_varint()? as u32)),
+            FastOp::Fixed32 => sink.int(slot, i64::from(reader.read_fixed32()?)),
+            FastOp::Sfixed32 => sink.int(slot, i64::from(reader.read_fixed32()? as i32)),
+            FastOp::Sfixed64 => sink.int(slot, reader.read_fixed64()? as i64),
+            FastOp::Bool => sink.boolean(slot, reader.read_varint()? != 0),
             FastOp::Str => {
                 let (bytes, offset) = reader.read_len_delimited()?;
                 match utf8(bytes) {
-                    Some(text) => visitor.string(slot, text),
+                    Some(text) => sink.string(slot, text),
                     None => return Err(DecodeError::at(DecodeErrorKind::InvalidUtf8, offset)),
                 }
             }
-            FastOp::Bytes => visitor.bytes(slot, reader.read_len_delimited()?.0),
+            FastOp::Bytes => sink.bytes(slot, reader.read_len_delimited()?.0),
             // Never in the table with a matching wire type; nothing to read.
             FastOp::None => {}
         }
         Ok(())
     }
 }
+
+/// Where [`FastEntry::read`] hands a typed value: a visitor's singular-field methods
+/// ([`Singular`]) or its element methods ([`Elements`]).
+trait TypedSink<'a> {
+    fn int(&mut self, slot: usize, value: i64);
+    fn double(&mut self, slot: usize, value: f64);
+    fn float(&mut self, slot: usize, value: f32);
+    fn boolean(&mut self, slot: usize, value: bool);
+    fn string(&mut self, slot: usize, value: &'a str);
+    fn bytes(&mut self, slot: usize, value: &'a [u8]);
+}
+
+/// A visitor's singular-field methods.
+struct Singular<'v, V>(&'v mut V);
+
+/// A visitor's element methods.
+struct Elements<'v, V>(&'v mut V);
+
+/// Implements [`TypedSink`] for `$sink` with the visitor methods named.
+macro_rules! typed_sink {
+    ($sink:ident: $int:ident, $double:ident, $float:ident, $boolean:ident, $string:ident, $bytes:ident) => {
+        impl<'a, V: Visitor<'a>> TypedSink<'a> for $sink<'_, V> {
+            #[inline(always)]
+            fn int(&mut self, slot: usize, value: i64) {
+                self.0.$int(slot, value);
+            }
+            #[inline(always)]
+            fn double(&mut self, slot: usize, value: f64) {
+                self.0.$double(slot, value);
+            }
+            #[inline(always)]
+            fn float(&mut self, slot: usize, value: f32) {
+                self.0.$float(slot, value);
+            }
+            #[inline(always)]
+            fn boolean(&mut self, slot: usize, value: bool) {
+                self.0.$boolean(slot, value);
+            }
+            #[inline(always)]
+            fn string(&mut self, slot: usize, value: &'a str) {
+                self.0.$string(slot, value);
+            }
+            #[inline(always)]
+            fn bytes(&mut self, slot: usize, value: &'a [u8]) {
+                self.0.$bytes(slot, value);
+            }
+        }
+    };
+}
+
+typed_sink!(Singular: int, double, float, boolean, string, bytes);
+typed_sink!(Elements: element_int, element_double, element_float, element_bool, element_str, element_bytes);
 
 /// `bytes` as text if it is UTF-8. Short ASCII strings (codes, flags, names: most string
 /// columns) are recognised inline, without the call into the general validator.

@@ -8,6 +8,11 @@ use crate::value::Scalar;
 /// Receives the fields of one record from [`ProtoPlan::visit`]. `slot` is the column's
 /// position in the table schema (or in the enclosing STRUCT).
 pub trait Visitor<'a> {
+    /// Whether repeated fields may reach this visitor. A visitor that says `false` (the flat
+    /// columns: tables without ARRAY or MAP columns, whose plans have no repeated fields) gets
+    /// a decoder without the repeated fields' fast path compiled in.
+    const REPEATED: bool = true;
+
     /// A singular scalar field.
     fn scalar(&mut self, slot: usize, value: Scalar<'a>);
     /// A member of a oneof was set: `slot`, another member, is absent again.
@@ -55,5 +60,37 @@ pub trait Visitor<'a> {
     #[inline]
     fn bytes(&mut self, slot: usize, value: &'a [u8]) {
         self.scalar(slot, Scalar::Bytes(value));
+    }
+
+    /// One integer element of a repeated field (the fast path's typed form of
+    /// [`element`](Self::element)).
+    #[inline]
+    fn element_int(&mut self, slot: usize, value: i64) {
+        self.element(slot, Scalar::Int(value));
+    }
+    /// One DOUBLE element.
+    #[inline]
+    fn element_double(&mut self, slot: usize, value: f64) {
+        self.element(slot, Scalar::Double(value));
+    }
+    /// One FLOAT element.
+    #[inline]
+    fn element_float(&mut self, slot: usize, value: f32) {
+        self.element(slot, Scalar::Float(value));
+    }
+    /// One BOOLEAN element.
+    #[inline]
+    fn element_bool(&mut self, slot: usize, value: bool) {
+        self.element(slot, Scalar::Bool(value));
+    }
+    /// One STRING element borrowed from the record.
+    #[inline]
+    fn element_str(&mut self, slot: usize, value: &'a str) {
+        self.element(slot, Scalar::Str(Cow::Borrowed(value)));
+    }
+    /// One BINARY element.
+    #[inline]
+    fn element_bytes(&mut self, slot: usize, value: &'a [u8]) {
+        self.element(slot, Scalar::Bytes(value));
     }
 }

@@ -180,6 +180,39 @@ fn a_later_map_entry_replaces_the_value_of_an_earlier_one_with_the_same_key() {
 }
 
 #[test]
+fn many_distinct_map_keys_stay_in_one_pass_and_a_repeat_among_them_is_found() {
+    let (_, plan, mut builder) = telemetry();
+    let entry = |k: &str, v: &str| Enc::new().string(1, k).string(2, v);
+    // 64 distinct keys: their hashes collide in the 256-bit filter, so keys are compared.
+    let keys: Vec<String> = (0..64).map(|i| format!("key-{i}")).collect();
+    let mut distinct = minimal(1);
+    for k in &keys {
+        distinct = distinct.message(6, entry(k, "v"));
+    }
+    builder
+        .append_proto(&plan, &distinct.build())
+        .expect("decodes");
+    assert_eq!(builder.proto_records_via_value_tree(), 0);
+    let mut repeated = minimal(2);
+    for k in &keys[..40] {
+        repeated = repeated.message(6, entry(k, "v"));
+    }
+    repeated = repeated.message(6, entry("key-17", "last"));
+    builder
+        .append_proto(&plan, &repeated.build())
+        .expect("decodes");
+    assert_eq!(builder.proto_records_via_value_tree(), 1);
+    let batch = builder.finish();
+    let pairs = |row: usize| match cell(&batch, "attrs", row) {
+        serde_json::Value::Array(pairs) => pairs,
+        other => panic!("not a map: {other}"),
+    };
+    assert_eq!(pairs(0).len(), 64);
+    assert_eq!(pairs(1).len(), 40);
+    assert!(pairs(1).contains(&json!(["key-17", "last"])));
+}
+
+#[test]
 fn a_map_entry_without_key_or_value_gets_zero_values() {
     let (_, plan, mut builder) = telemetry();
     let record = minimal(1)

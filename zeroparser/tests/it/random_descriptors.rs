@@ -3,7 +3,9 @@
 //! deep, and the table schema that mirrors them, random prost-reflect messages decode in the
 //! single pass (no record takes the value tree) into exactly the values prost-reflect holds,
 //! and a record that fails after all its nested fields were written leaves the batch as it
-//! was (the rows around it are intact). The same schemas with random JSON records (members
+//! was (the rows around it are intact). Rollback, byte for byte: random records spoiled
+//! (cut, a byte overwritten, a bad field after them) leave every buffer of the batch (offsets
+//! at every level, validity, values) as a builder that never saw them has it. The same schemas with random JSON records (members
 //! absent, `null`, repeated; null elements and map values; repeated map keys) decode
 //! straight into the columns to exactly what the value-tree decode of a builder with the
 //! `_rescued_data` column gives.
@@ -340,30 +342,131 @@ fn rows_without_rescue(batch: &arrow_array::RecordBatch) -> Vec<Json> {
     out
 }
 
+/// The descriptor of `fields`, its table schema (and its text), the prost-reflect
+/// descriptor and the compiled plan.
+fn compiled(fields: &[Shape]) -> (String, TableSchema, MessageDescriptor, ProtoPlan) {
+    let (root, columns) = build_message("Root", "rnd.Root", fields);
+    let columns: Vec<String> = columns.iter().map(|(n, t)| format!("{n} {t}")).collect();
+    let columns = columns.join(", ");
+    let schema = TableSchema::parse(&columns).expect("schema parses");
+    let file = FileDescriptorProto {
+        name: Some("rnd.proto".into()),
+        package: Some("rnd".into()),
+        syntax: Some("proto2".into()),
+        message_type: vec![root.clone()],
+        ..Default::default()
+    };
+    let pool = DescriptorPool::from_file_descriptor_set(FileDescriptorSet { file: vec![file] })
+        .expect("prost-reflect accepts the file");
+    let descriptor = pool.get_message_by_name("rnd.Root").expect("Root");
+    let plan = ProtoPlan::compile(&root.encode_to_vec(), &schema).expect("plan compiles");
+    (columns, schema, descriptor, plan)
+}
+
+/// How a valid record is spoiled.
+#[derive(Debug, Clone)]
+enum Spoil {
+    /// Cut at a position and end with field 1 announcing more bytes than follow (fails
+    /// unless the cut leaves half a tag that the two bytes complete into an unknown field).
+    Cut(prop::sample::Index),
+    /// One byte at a position overwritten (may still decode).
+    Overwrite(prop::sample::Index, u8),
+    /// The whole record, then the bad field 1 (always fails: field 1 arrives with the wrong
+    /// wire type or as a truncated LEN): every field is written before it fails.
+    Trail,
+}
+
+fn spoil() -> impl Strategy<Value = Spoil> {
+    prop_oneof![
+        any::<prop::sample::Index>().prop_map(Spoil::Cut),
+        (any::<prop::sample::Index>(), any::<u8>()).prop_map(|(i, b)| Spoil::Overwrite(i, b)),
+        Just(Spoil::Trail),
+    ]
+}
+
+fn spoiled(record: &[u8], how: &Spoil) -> Vec<u8> {
+    const BAD_FIELD_1: [u8; 2] = [0x0A, 0x7F];
+    match how {
+        Spoil::Cut(at) => {
+            let mut bytes = record[..at.index(record.len() + 1)].to_vec();
+            bytes.extend_from_slice(&BAD_FIELD_1);
+            bytes
+        }
+        Spoil::Overwrite(at, byte) if !record.is_empty() => {
+            let mut bytes = record.to_vec();
+            bytes[at.index(record.len())] = *byte;
+            bytes
+        }
+        Spoil::Overwrite(..) | Spoil::Trail => [record, &BAD_FIELD_1[..]].concat(),
+    }
+}
+
+/// Every buffer of `array` and its children, byte for byte (validity bit by bit over the
+/// array's length), with its type and length: two arrays built alike compare equal.
+fn physical(array: &arrow_data::ArrayData, out: &mut Vec<String>) {
+    out.push(format!(
+        "{:?} len {} offset {}",
+        array.data_type(),
+        array.len(),
+        array.offset()
+    ));
+    if let Some(nulls) = array.nulls() {
+        out.push(format!("valid {:?}", nulls.iter().collect::<Vec<bool>>()));
+    }
+    for buffer in array.buffers() {
+        out.push(format!("buffer {:?}", buffer.as_slice()));
+    }
+    for child in array.child_data() {
+        physical(child, out);
+    }
+}
+
+fn physical_batch(batch: &arrow_array::RecordBatch) -> Vec<String> {
+    let mut out = Vec::new();
+    for column in batch.columns() {
+        physical(&column.to_data(), &mut out);
+    }
+    out
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Rollback: a builder that is handed spoiled copies of random records between the
+    /// valid ones ends with exactly the buffers (offsets of every level, validity, values)
+    /// of a builder that only saw the records it accepted.
+    #[test]
+    fn failing_records_leave_the_builder_identical(
+        fields in shapes(),
+        seed in any::<u64>(),
+        spoils in prop::collection::vec(spoil(), 1..6),
+    ) {
+        let (columns, schema, descriptor, plan) = compiled(&fields);
+        let mut rng = Rng(seed);
+        let mut tried = RecordBatchBuilder::new(&schema);
+        let mut clean = RecordBatchBuilder::new(&schema);
+        let mut refused = 0;
+        for how in &spoils {
+            let record = random_message(&mut rng, &descriptor).encode_to_vec();
+            tried.append_proto(&plan, &record).expect("record decodes");
+            clean.append_proto(&plan, &record).expect("record decodes");
+            let bad = spoiled(&record, how);
+            match tried.append_proto(&plan, &bad) {
+                Ok(()) => clean.append_proto(&plan, &bad).expect("same verdict on the same rows"),
+                Err(_) => refused += 1,
+            }
+        }
+        prop_assert!(refused >= spoils.iter().filter(|s| matches!(s, Spoil::Trail)).count());
+        prop_assert_eq!(tried.len(), clean.len());
+        prop_assert_eq!(physical_batch(&tried.finish()), physical_batch(&clean.finish()), "{}", columns);
+    }
 
     #[test]
     fn random_nested_descriptors_decode_in_one_pass_to_prost_reflects_values(
         fields in shapes(),
         seed in any::<u64>(),
     ) {
-        let (root, columns) = build_message("Root", "rnd.Root", &fields);
-        let columns: Vec<String> = columns.iter().map(|(n, t)| format!("{n} {t}")).collect();
-        let columns = columns.join(", ");
-        let schema = TableSchema::parse(&columns).expect("schema parses");
-        let file = FileDescriptorProto {
-            name: Some("rnd.proto".into()),
-            package: Some("rnd".into()),
-            syntax: Some("proto2".into()),
-            message_type: vec![root.clone()],
-            ..Default::default()
-        };
-        let pool = DescriptorPool::from_file_descriptor_set(FileDescriptorSet { file: vec![file] })
-            .expect("prost-reflect accepts the file");
-        let descriptor = pool.get_message_by_name("rnd.Root").expect("Root");
-        let plan = ProtoPlan::compile(&root.encode_to_vec(), &schema).expect("plan compiles");
-
+        let (columns, schema, descriptor, plan) = compiled(&fields);
         let mut rng = Rng(seed);
         let messages: Vec<DynamicMessage> =
             (0..3).map(|_| random_message(&mut rng, &descriptor)).collect();

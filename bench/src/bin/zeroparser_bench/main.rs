@@ -17,6 +17,8 @@
 //!   and Sluice's protobuf rows/s from (b) (workloads with BINARY or VARIANT columns are left
 //!   out).
 //!
+//! After the tables, the goals of issue 17 with each one's worst workload (`goals`).
+//!
 //! Single thread; each number is the median of several trials of at least one second of
 //! thread CPU time, in MB/s of input (10^6 bytes of protobuf, or of JSON text in (c), per
 //! CPU second).
@@ -29,6 +31,7 @@
 mod arrow_peers;
 mod avro_peers;
 mod generate;
+mod goals;
 mod json_peers;
 mod prost_types_gen;
 mod schema_of;
@@ -231,6 +234,7 @@ fn main() -> anyhow::Result<()> {
         "Sluice protobuf rows/s",
         "Avro / protobuf rows",
     ]);
+    let mut goals = goals::Goals::new();
     for workload in &workloads {
         let c = compile(workload)?;
         check(workload, &c)?;
@@ -270,6 +274,8 @@ fn main() -> anyhow::Result<()> {
         let sluice_arrow = measure(&args, "sluice-arrow", bytes, || {
             std::hint::black_box(arrow_peers::sluice(&c.schema, &c.plan, records));
         });
+        let lists = workload.message == workloads::Message::TelemetryList;
+        goals.proto(workload.name, lists, prost, sluice_arrow, sluice);
         arrow_table.row(vec![
             workload.name.into(),
             size,
@@ -298,6 +304,7 @@ fn main() -> anyhow::Result<()> {
             let sluice_json = measure(&args, "sluice-json", json_bytes, || {
                 std::hint::black_box(json_peers::sluice(&c.schema, &rows));
             });
+            goals.json(workload.name, arrow_json, sluice_json);
             json_table.row(vec![
                 workload.name.into(),
                 format!("{:.0}", json_bytes as f64 / rows.len().max(1) as f64),
@@ -363,5 +370,7 @@ fn main() -> anyhow::Result<()> {
         arrow_peers::BATCH_ROWS
     );
     println!("{}", avro_table.render());
+    println!("Goals (issue 17): the worst workload of each\n");
+    println!("{}", goals.render());
     Ok(())
 }
