@@ -27,8 +27,10 @@ pub async fn serve(listener: TcpListener, pod: Arc<Pod>, tls: Option<Arc<ServerC
         config.alpn_protocols = Vec::new();
         TlsAcceptor::from(Arc::new(config))
     });
+    let rest = Arc::new(crate::rest::RestIngest::new(pod.idempotency.clone()));
     let shared = Arc::new(Shared {
-        rest: Arc::new(crate::rest::RestIngest::new(pod.idempotency.clone())),
+        coalescer: Arc::new(super::coalesce::Coalescer::new(pod.clone(), rest.clone())),
+        rest,
         max_packet_size: u32::try_from(pod.config.max_message_bytes).unwrap_or(u32::MAX),
         pod: pod.clone(),
     });

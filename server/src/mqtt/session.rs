@@ -31,6 +31,7 @@ use tokio::time::Instant;
 use crate::pod::Pod;
 use crate::rest::RestIngest;
 
+use super::coalesce::Coalescer;
 use super::credentials::{self, Identity};
 use super::publish::{self, Binding, Refusal};
 use super::wire::{reason, Codec, Inbound, Outbound, Publish, Version, WireError};
@@ -46,6 +47,8 @@ pub struct Shared {
     pub pod: Arc<Pod>,
     /// The write service (this listener's JSON stream per table).
     pub rest: Arc<RestIngest>,
+    /// Each table's gathering of one-record publishes into shared writes.
+    pub coalescer: Arc<Coalescer>,
     /// Largest packet taken, bytes.
     pub max_packet_size: u32,
 }
@@ -301,6 +304,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
                 let task = tokio::spawn(publish::write(
                     self.shared.pod.clone(),
                     self.shared.rest.clone(),
+                    self.shared.coalescer.clone(),
                     b,
                     p.payload,
                 ));
