@@ -78,8 +78,60 @@ pub fn record(id: i64, padding: &str) -> Vec<u8> {
 
 /// Padding that brings a record to ~TARGET_RECORD_BYTES.
 pub fn padding() -> String {
+    padding_to(TARGET_RECORD_BYTES)
+}
+
+/// Padding that brings a record to `bytes` (for id 123 456 789; other ids differ by a byte or
+/// two). An empty payload already costs its tag and a one-byte length; a longer one needs a
+/// longer length varint.
+pub fn padding_to(bytes: usize) -> String {
     let base = record(123_456_789, "").len();
-    "x".repeat(TARGET_RECORD_BYTES.saturating_sub(base + 2))
+    let pad = (1..=4)
+        .map(|varint| (bytes + 1).saturating_sub(base + varint))
+        .find(|&p| prost::encoding::encoded_len_varint(p as u64) + p + base == bytes + 1)
+        .unwrap_or(0);
+    "x".repeat(pad)
+}
+
+/// The descriptor of a wide record: `id` (int64) then `c1`..`c{columns-1}` (double).
+pub fn wide_descriptor(columns: usize) -> DescriptorProto {
+    let field = |name: String, number: i32, ty: Type| FieldDescriptorProto {
+        name: Some(name),
+        number: Some(number),
+        label: Some(Label::Optional as i32),
+        r#type: Some(ty as i32),
+        ..Default::default()
+    };
+    let mut fields = vec![field("id".into(), 1, Type::Int64)];
+    for c in 1..columns {
+        fields.push(field(format!("c{c}"), c as i32 + 1, Type::Double));
+    }
+    DescriptorProto {
+        name: Some("Wide".into()),
+        field: fields,
+        ..Default::default()
+    }
+}
+
+/// UC columns of the wide table of [`wide_descriptor`].
+pub fn wide_columns(columns: usize) -> serde_json::Value {
+    let mut cols =
+        vec![serde_json::json!({"name": "id", "type_text": "bigint", "nullable": false})];
+    for c in 1..columns {
+        cols.push(serde_json::json!({"name": format!("c{c}"), "type_text": "double"}));
+    }
+    serde_json::Value::Array(cols)
+}
+
+/// One encoded wide record with id `id` and `columns - 1` doubles.
+pub fn wide_record(id: i64, columns: usize) -> Vec<u8> {
+    let mut buf = Vec::with_capacity(columns * 9 + 10);
+    prost::encoding::int64::encode(1, &id, &mut buf);
+    for c in 1..columns {
+        let v = (id % 1000) as f64 + c as f64 / 8.0;
+        prost::encoding::double::encode(c as u32 + 1, &v, &mut buf);
+    }
+    buf
 }
 
 /// A free loopback port.
@@ -299,8 +351,14 @@ impl Timeline {
 
     /// Notes that `offset` was queued now.
     pub fn mark_sent(&self, offset: usize) {
+        self.mark_sent_at(offset, self.now());
+    }
+
+    /// Notes that `offset` was due at `ns` since the start (an open-loop producer's schedule,
+    /// so time spent waiting for in-flight room counts as latency).
+    pub fn mark_sent_at(&self, offset: usize, ns: u64) {
         if let Some(slot) = self.sent.get(offset) {
-            slot.store(self.now().max(1), Ordering::Relaxed);
+            slot.store(ns.max(1), Ordering::Relaxed);
         }
     }
 }
@@ -350,5 +408,30 @@ mod tests {
         }
         let got: Vec<_> = tl.acked_records().collect();
         assert_eq!(got, [(0, 10, 15), (2, 12, 30)]);
+    }
+
+    #[test]
+    fn padded_records_have_the_asked_size() {
+        for bytes in [200, 1024, 10_240] {
+            assert_eq!(record(123_456_789, &padding_to(bytes)).len(), bytes);
+        }
+    }
+
+    #[test]
+    fn a_wide_record_decodes_with_its_descriptor() {
+        use prost_reflect::{DescriptorPool, DynamicMessage};
+        let file = prost_types::FileDescriptorProto {
+            name: Some("wide.proto".into()),
+            message_type: vec![wide_descriptor(100)],
+            ..Default::default()
+        };
+        let pool = DescriptorPool::from_file_descriptor_set(prost_types::FileDescriptorSet {
+            file: vec![file],
+        })
+        .expect("pool");
+        let desc = pool.get_message_by_name("Wide").expect("message");
+        let msg = DynamicMessage::decode(desc, wide_record(7, 100).as_slice()).expect("decode");
+        assert_eq!(msg.fields().count(), 100);
+        assert_eq!(wide_columns(100).as_array().map(Vec::len), Some(100));
     }
 }

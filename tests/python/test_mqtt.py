@@ -282,6 +282,46 @@ def test_a_misfit_record_gets_0x99_naming_the_field_while_another_connection_flo
         {"id": 1, "temp": None, "_rescued_data": '{"temp":"warm"}'}]
 
 
+def counter(server, name):
+    """The value of an unlabelled counter in the pod's /metrics (0 when absent)."""
+    for line in requests.get(f"{server.url}/metrics", timeout=10).text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return 0.0
+
+
+def test_misfits_and_fits_of_many_connections_gathered_together_are_answered_one_by_one(server):
+    """One-record publishes of many connections share writes (mqtt/coalesce.rs): a misfit
+    among them is refused alone, naming its field, and every other record lands once."""
+    location = create_table(server)
+    devices = [Device(server.mqtt_port) for _ in range(20)]
+    for d in devices:
+        assert d.connect()[0] == 0
+    sent = []  # (device, mid, id, fits)
+    for n in range(50):
+        for k, d in enumerate(devices):
+            ident = k * 1000 + n
+            fits = ident % 7 != 3
+            body = {"id": ident, "temp": 1.5} if fits else {"id": f"x{ident}", "temp": 1.5}
+            sent.append((d, d.publish_async(body), ident, fits))
+    for d, mid, ident, fits in sent:
+        code, why = d.wait_ack(mid)
+        if fits:
+            assert code == 0, (ident, code, why)
+        else:
+            assert code == 0x99 and "`id`" in why, (ident, code, why)
+    for d in devices:
+        d.close()
+    good = sorted(i for _, _, i, fits in sent if fits)
+    rows = rows_in_delta(location, len(good))
+    assert [r["id"] for r in rows] == good
+    records = counter(server, "sluice_mqtt_records_total")
+    writes = counter(server, "sluice_mqtt_gathered_writes_total")
+    assert records == len(good), records
+    # Gathered: fewer writes than records (each write is one WAL frame).
+    assert 0 < writes < records, (writes, records)
+
+
 def mqtt_string(b):
     return struct.pack(">H", len(b)) + b
 

@@ -69,8 +69,13 @@ struct Outcome {
     ack_ms: Samples,
 }
 
-/// Records per stream a timeline holds.
-const CAPACITY: usize = 4_000_000;
+/// Records a run's timelines hold in all (16 bytes each), so one fast stream is not cut short.
+const TOTAL_CAPACITY: usize = 32_000_000;
+
+/// Records per stream a timeline holds with `streams` streams.
+fn capacity(streams: usize) -> usize {
+    TOTAL_CAPACITY / streams.max(1)
+}
 
 /// The pid of this process, for its own CPU time.
 fn me() -> u32 {
@@ -101,7 +106,7 @@ async fn send_sluice(
         .await?;
     let pad = padding();
     let mut n = 0usize;
-    while Instant::now() < deadline && n < CAPACITY {
+    while Instant::now() < deadline && n < timeline.sent.len() {
         let ack = stream
             .send(record(s as i64 * ID_STRIDE + n as i64, &pad))
             .await?;
@@ -134,7 +139,7 @@ async fn send_official(
         .await?;
     let pad = padding();
     let mut n = 0usize;
-    while Instant::now() < deadline && n < CAPACITY {
+    while Instant::now() < deadline && n < timeline.sent.len() {
         let rec = record(s as i64 * ID_STRIDE + n as i64, &pad);
         let got = stream.ingest_record_offset(ProtoBytes(rec)).await? as usize;
         timeline.mark_sent(got);
@@ -169,7 +174,7 @@ async fn run_scenario(opts: &Options, sdk: Sdk, streams: usize) -> Result<Outcom
     let start = Instant::now();
     let deadline = start + Duration::from_secs(opts.seconds);
     let timelines: Vec<Arc<Timeline>> = (0..streams)
-        .map(|_| Arc::new(Timeline::new(start, CAPACITY)))
+        .map(|_| Arc::new(Timeline::new(start, capacity(streams))))
         .collect();
     let (cpu0, server_cpu0) = (cpu_seconds(me())?, cpu_seconds(server.pid())?);
     let mut tasks = Vec::new();

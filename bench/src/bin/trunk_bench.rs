@@ -7,6 +7,17 @@
 //! returns (the record is queued for sending), so time spent waiting for
 //! in-flight room in the SDK is not counted.
 //!
+//! Beside every throughput figure: the pod's CPU seconds per GB acked (its own utime + stime
+//! from `/proc/PID/stat`, from the first send until the last commit is visible) and the
+//! producer's (this process), since both share the machine's cores.
+//!
+//! Open loop (`--open-loop 0.5`): after each closed-loop scenario, the same scenario again with
+//! every stream sending on a fixed schedule at that fraction of the closed-loop rate. Its ack
+//! latency runs from the time a record was due, so waiting for in-flight room counts.
+//!
+//! Record shapes: `--record-bytes 200,1024,10240` (the telemetry record padded to that size)
+//! and `--wide-columns 100` (an id and 99 doubles; 0 = none).
+//!
 //! Run: `scripts/bench-trunk.sh` (builds release binaries, then runs this).
 //! Options: `--sluice PATH` (server binary, default target/release/sluice),
 //! `--seconds N` per scenario (default 10), `--streams 1,16`,
@@ -22,8 +33,10 @@ use anyhow::Result;
 use clap::Parser;
 use databricks_zerobus_ingest_sdk::{ProtoBytes, ZerobusSdk};
 use sluice_bench::e2e::{
-    descriptor, padding, record, AckTimes, Timeline, ID_STRIDE, TARGET_RECORD_BYTES,
+    descriptor, padding_to, record, wide_columns, wide_descriptor, wide_record, AckTimes, Timeline,
+    ID_STRIDE,
 };
+use sluice_bench::procstat::cpu_seconds;
 use sluice_bench::server::Server;
 use sluice_bench::stats::Samples;
 use sluice_bench::table::Table;
@@ -46,21 +59,86 @@ struct Options {
     /// Maximum in-flight requests per stream.
     #[arg(long, default_value_t = 1000)]
     max_inflight: usize,
+    /// Sizes of the telemetry record, one scenario each.
+    #[arg(long, value_delimiter = ',', default_value = "200")]
+    record_bytes: Vec<usize>,
+    /// Columns of an extra wide-row scenario (0 = none).
+    #[arg(long, default_value_t = 0)]
+    wide_columns: usize,
+    /// After each closed-loop scenario, run it open loop at this fraction of its rate (0 = no).
+    #[arg(long, default_value_t = 0.0)]
+    open_loop: f64,
+}
+
+/// What one scenario's records look like.
+#[derive(Clone, Copy)]
+enum Shape {
+    /// The telemetry record padded to this many bytes.
+    Telemetry(usize),
+    /// An id and this many columns minus one doubles.
+    Wide(usize),
+}
+
+impl Shape {
+    fn label(self) -> String {
+        match self {
+            Shape::Telemetry(b) => format!("{b} B"),
+            Shape::Wide(c) => format!("{c} cols"),
+        }
+    }
+
+    fn descriptor(self) -> prost_types::DescriptorProto {
+        match self {
+            Shape::Telemetry(_) => descriptor(),
+            Shape::Wide(c) => wide_descriptor(c),
+        }
+    }
+
+    fn columns(self) -> serde_json::Value {
+        match self {
+            Shape::Telemetry(_) => sluice_bench::e2e::telemetry_columns(),
+            Shape::Wide(c) => wide_columns(c),
+        }
+    }
+
+    /// Builds one record per call, as a producer would.
+    fn encoder(self) -> impl Fn(i64) -> Vec<u8> + Send + Sync + 'static {
+        let pad = match self {
+            Shape::Telemetry(b) => padding_to(b),
+            Shape::Wide(_) => String::new(),
+        };
+        move |id| match self {
+            Shape::Telemetry(_) => record(id, &pad),
+            Shape::Wide(c) => wide_record(id, c),
+        }
+    }
+}
+
+/// One scenario: how many streams, which records, and (open loop) records/s per stream.
+#[derive(Clone, Copy)]
+struct Scenario {
+    streams: usize,
+    shape: Shape,
+    rate: Option<f64>,
 }
 
 struct ScenarioResult {
-    streams: usize,
     records: u64,
     bytes: u64,
     seconds: f64,
     ack_ms: Samples,
     fresh_ms: Samples,
+    /// Every acked byte, window or not (for CPU per GB).
+    acked_bytes: u64,
+    pod_cpu: f64,
+    producer_cpu: f64,
 }
 
 /// Capacity of the per-stream timelines (records per stream per run).
 const TIMELINE_CAPACITY: usize = 4_000_000;
 
-async fn run_scenario(opts: &Options, streams: usize) -> Result<ScenarioResult> {
+async fn run_scenario(opts: &Options, sc: Scenario) -> Result<ScenarioResult> {
+    let streams = sc.streams;
     let dir = std::env::temp_dir().join(format!(
         "sluice-trunk-bench-{}-{streams}",
         std::process::id()
@@ -70,9 +148,7 @@ async fn run_scenario(opts: &Options, streams: usize) -> Result<ScenarioResult> 
     let server = Server::start(&opts.sluice, &dir, &opts.flush_interval, &[])?;
     server.wait_ready().await?;
     let table = format!("bench.trunk.s{streams}");
-    let location = server
-        .create_table(&table, sluice_bench::e2e::telemetry_columns())
-        .await?;
+    let location = server.create_table(&table, sc.shape.columns()).await?;
 
     let sdk = Arc::new(
         ZerobusSdk::builder()
@@ -92,14 +168,19 @@ async fn run_scenario(opts: &Options, streams: usize) -> Result<ScenarioResult> 
         stop_polling.clone(),
     ));
     let deadline = start + Duration::from_secs(opts.seconds);
-    let pad = Arc::new(padding());
+    let encode = Arc::new(sc.shape.encoder());
+    let (pod_cpu0, producer_cpu0) = (cpu_seconds(server.pid())?, cpu_seconds(std::process::id())?);
     let mut tasks = Vec::new();
     for (s, timeline) in timelines.iter().enumerate() {
         let sdk = sdk.clone();
         let timeline = timeline.clone();
         let table = table.clone();
-        let pad = pad.clone();
+        let encode = encode.clone();
         let max_inflight = opts.max_inflight;
+        let shape = sc.shape;
+        // Open loop: record i of stream s is due at start + phase + i / rate.
+        let period = sc.rate.map(|r| 1e9 / r);
+        let phase = period.map_or(0.0, |p| p * s as f64 / streams as f64);
         tasks.push(tokio::spawn(async move {
             let mut stream = sdk
                 .stream_builder()
@@ -108,7 +189,7 @@ async fn run_scenario(opts: &Options, streams: usize) -> Result<ScenarioResult> 
                     sluice_bench::e2e::CLIENT_ID,
                     sluice_bench::e2e::CLIENT_SECRET,
                 )
-                .compiled_proto(descriptor())
+                .compiled_proto(shape.descriptor())
                 .max_inflight_requests(max_inflight)
                 .ack_callback(Arc::new(AckTimes::new(timeline.clone())))
                 .build()
@@ -116,11 +197,19 @@ async fn run_scenario(opts: &Options, streams: usize) -> Result<ScenarioResult> 
             let mut bytes = 0u64;
             let mut offset = 0usize;
             while Instant::now() < deadline && offset < TIMELINE_CAPACITY {
-                let rec = record(s as i64 * ID_STRIDE + offset as i64, &pad);
+                let due = period.map(|p| (phase + p * offset as f64) as u64);
+                if let Some(due) = due {
+                    tokio::time::sleep_until((start + Duration::from_nanos(due)).into()).await;
+                }
+                let rec = encode(s as i64 * ID_STRIDE + offset as i64);
                 bytes += rec.len() as u64;
                 let got = stream.ingest_record_offset(ProtoBytes(rec)).await? as usize;
-                // Queued in the SDK now (waits for in-flight room are not counted).
-                timeline.mark_sent(got);
+                match due {
+                    // Open loop: latency runs from when the record was due.
+                    Some(due) => timeline.mark_sent_at(got, due),
+                    // Closed loop: queued in the SDK now (waits for in-flight room are not counted).
+                    None => timeline.mark_sent(got),
+                }
                 offset += 1;
             }
             stream.flush().await?;
@@ -139,13 +228,17 @@ async fn run_scenario(opts: &Options, streams: usize) -> Result<ScenarioResult> 
     tokio::time::sleep(Duration::from_secs(3)).await;
     stop_polling.store(true, Ordering::Relaxed);
     let seen = poller.await??;
+    let pod_cpu = cpu_seconds(server.pid())? - pod_cpu0;
+    let producer_cpu = cpu_seconds(std::process::id())? - producer_cpu0;
 
     let window_ns = opts.seconds * 1_000_000_000;
     let mut records = 0u64;
     let mut ack_ms = Samples::new();
     let mut fresh_ms = Samples::new();
+    let mut all_acked = 0u64;
     for (s, tl) in timelines.iter().enumerate() {
         for (offset, sent, acked) in tl.acked_records() {
+            all_acked += 1;
             if acked <= window_ns {
                 records += 1;
             }
@@ -160,12 +253,14 @@ async fn run_scenario(opts: &Options, streams: usize) -> Result<ScenarioResult> 
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
     Ok(ScenarioResult {
-        streams,
         records,
         bytes: records * record_bytes,
         seconds: opts.seconds as f64,
         ack_ms,
         fresh_ms,
+        acked_bytes: all_acked * record_bytes,
+        pod_cpu,
+        producer_cpu,
     })
 }
 
@@ -227,40 +322,91 @@ fn read_ids(uri: &str) -> Result<Vec<i64>> {
     Ok(ids)
 }
 
+/// The scenarios of a run: every stream count × every shape, each followed by its open-loop
+/// twin when asked.
+fn shapes(opts: &Options) -> Vec<Shape> {
+    let mut shapes: Vec<Shape> = opts
+        .record_bytes
+        .iter()
+        .map(|&b| Shape::Telemetry(b))
+        .collect();
+    if opts.wide_columns > 0 {
+        shapes.push(Shape::Wide(opts.wide_columns));
+    }
+    shapes
+}
+
+fn row(table: &mut Table, sc: Scenario, r: &mut ScenarioResult) {
+    let gb = r.acked_bytes as f64 / 1e9;
+    table.row(vec![
+        sc.streams.to_string(),
+        sc.shape.label(),
+        sc.rate.map_or("closed".into(), |x| {
+            format!("{:.0}/s", x * sc.streams as f64)
+        }),
+        format!("{:.0}", r.records as f64 / r.seconds),
+        format!("{:.2}", r.bytes as f64 / r.seconds / 1e6),
+        format!("{:.2}", r.pod_cpu / gb),
+        format!("{:.2}", r.producer_cpu / gb),
+        format!("{:.1}", r.ack_ms.median()),
+        format!("{:.1}", r.ack_ms.quantile(0.99)),
+        format!("{:.0}", r.fresh_ms.median()),
+        format!("{:.0}", r.fresh_ms.quantile(0.99)),
+        r.fresh_ms.len().to_string(),
+    ]);
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     let opts = Options::parse();
     sluice_bench::server::require_binary(&opts.sluice)?;
     println!(
-        "Sluice trunk benchmark: official Rust SDK 2.12.0, ~{TARGET_RECORD_BYTES}-byte proto records, \
+        "Sluice trunk benchmark: official Rust SDK 2.12.0, protobuf records, \
          {} s per scenario, flush interval {}, max {} in-flight records per stream, {} cores",
         opts.seconds,
         opts.flush_interval,
         opts.max_inflight,
-        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    );
+    println!(
+        "pod CPU s/GB and producer CPU s/GB: utime + stime from /proc over the run (first send \
+         to last commit visible) per GB acked; rate `closed` = as fast as acks allow"
     );
     let mut table = Table::new(&[
         "streams",
+        "record",
+        "rate",
         "records/s",
         "MB/s",
+        "pod CPU s/GB",
+        "producer CPU s/GB",
         "ack p50 ms",
         "ack p99 ms",
         "fresh p50 ms",
         "fresh p99 ms",
         "fresh samples",
     ]);
-    for &n in &opts.streams {
-        let mut r = run_scenario(&opts, n).await?;
-        table.row(vec![
-            r.streams.to_string(),
-            format!("{:.0}", r.records as f64 / r.seconds),
-            format!("{:.2}", r.bytes as f64 / r.seconds / 1e6),
-            format!("{:.1}", r.ack_ms.median()),
-            format!("{:.1}", r.ack_ms.quantile(0.99)),
-            format!("{:.0}", r.fresh_ms.median()),
-            format!("{:.0}", r.fresh_ms.quantile(0.99)),
-            r.fresh_ms.len().to_string(),
-        ]);
+    for &streams in &opts.streams {
+        for shape in shapes(&opts) {
+            let sc = Scenario {
+                streams,
+                shape,
+                rate: None,
+            };
+            let mut r = run_scenario(&opts, sc).await?;
+            row(&mut table, sc, &mut r);
+            if opts.open_loop > 0.0 {
+                let per_stream = r.records as f64 / r.seconds / streams as f64 * opts.open_loop;
+                let open = Scenario {
+                    rate: Some(per_stream.max(1.0)),
+                    ..sc
+                };
+                let mut r = run_scenario(&opts, open).await?;
+                row(&mut table, open, &mut r);
+            }
+        }
     }
     print!("{}", table.render());
     Ok(())

@@ -18,8 +18,10 @@ use super::session::{self, Shared};
 /// Serves MQTT on `listener` until the pod shuts down and every connection has closed.
 pub async fn serve(listener: TcpListener, pod: Arc<Pod>, tls: Option<Arc<ServerConfig>>) {
     let acceptor = crate::side_tls::acceptor(tls);
+    let rest = Arc::new(crate::rest::RestIngest::new(pod.idempotency.clone()));
     let shared = Arc::new(Shared {
-        rest: Arc::new(crate::rest::RestIngest::new(pod.idempotency.clone())),
+        coalescer: Arc::new(super::coalesce::Coalescer::new(pod.clone(), rest.clone())),
+        rest,
         max_packet_size: u32::try_from(pod.config.max_message_bytes).unwrap_or(u32::MAX),
         pod: pod.clone(),
     });

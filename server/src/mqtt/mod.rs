@@ -6,9 +6,11 @@
 //! - [`credentials`]: CONNECT user name/password → identity (token or principal).
 //! - [`payload`]: a PUBLISH payload → records.
 //! - [`publish`]: topic → the connection's table; records → the REST insert service.
+//! - [`coalesce`]: one-record publishes of all connections to a table → shared writes.
 //! - [`session`]: one connection's state machine (QoS, keep-alive, receive maximum).
 //! - [`listener`]: the accept loop (plain or TLS).
 
+pub mod coalesce;
 pub mod credentials;
 pub mod listener;
 pub mod payload;

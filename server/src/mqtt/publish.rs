@@ -2,8 +2,9 @@
 //! (`catalog.schema.table`, checked against the identity's grants on first use), and the
 //! payload's records are written by the REST insert service (`rest::insert`: parsed
 //! all-or-nothing by the table's parser, logged as one WAL frame of this listener's JSON
-//! stream for the table, added to the memtable) — it returns once the frame is durable,
-//! so the PUBACK/PUBREC that follows is the ack rule of streams.
+//! stream for the table, added to the memtable) — one-record payloads gathered with other
+//! connections' into shared writes (`coalesce`) — and it returns once the frame is
+//! durable, so the PUBACK/PUBREC that follows is the ack rule of streams.
 //!
 //! Each refusal is an MQTT 5 reason code with a reason string: 0x90 Topic Name invalid
 //! (not three dotted names, no such table, or a second table on the connection), 0x87 Not
@@ -18,6 +19,7 @@ use crate::pod::Pod;
 use crate::rest::{RestError, RestIngest};
 use crate::sink::SharedSink;
 
+use super::coalesce::Coalescer;
 use super::credentials::Identity;
 use super::payload;
 use super::wire::reason;
@@ -103,10 +105,12 @@ pub async fn bind(
 }
 
 /// Writes the records of `payload` into the bound table; returns how many once they are
-/// durable.
+/// durable. A payload of one record joins the table's gathered writes (`coalesce`); an
+/// array of several is written on its own, all or nothing.
 pub async fn write(
     pod: Arc<Pod>,
     rest: Arc<RestIngest>,
+    coalescer: Arc<Coalescer>,
     binding: Binding,
     payload: bytes::Bytes,
 ) -> Result<usize, Refusal> {
@@ -117,15 +121,26 @@ pub async fn write(
             e,
         )
     })?;
-    let inserted = crate::rest::insert(&pod, &rest, &binding.sink, &records, None)
-        .await
-        .map_err(refusal)?;
-    metrics::counter!("sluice_mqtt_records_total").increment(inserted.records as u64);
-    Ok(inserted.records)
+    let written = match records.as_slice() {
+        [one] => {
+            let record = payload.slice_ref(one.as_bytes());
+            coalescer
+                .write(&binding.table, binding.sink.clone(), record)
+                .await?
+        }
+        _ => {
+            crate::rest::insert(&pod, &rest, &binding.sink, &records, None)
+                .await
+                .map_err(refusal)?
+                .records
+        }
+    };
+    metrics::counter!("sluice_mqtt_records_total").increment(written as u64);
+    Ok(written)
 }
 
 /// The reason code of a refusal of the REST service.
-fn refusal(e: RestError) -> Refusal {
+pub(super) fn refusal(e: RestError) -> Refusal {
     let code = match &e {
         RestError::Body(_) => reason::PAYLOAD_FORMAT_INVALID,
         RestError::Server(s) => match s {

@@ -42,6 +42,7 @@ use crate::ingest::acks::count_refusal_code;
 use crate::pod::Pod;
 use crate::rest::RestIngest;
 
+use super::coalesce::Coalescer;
 use super::credentials::{self, Identity};
 use super::publish::{self, Binding, Refusal};
 use super::wire::{reason, Codec, Inbound, Outbound, Publish, Version, WireError};
@@ -57,6 +58,8 @@ pub struct Shared {
     pub pod: Arc<Pod>,
     /// The write service (this listener's JSON stream per table).
     pub rest: Arc<RestIngest>,
+    /// Each table's gathering of one-record publishes into shared writes.
+    pub coalescer: Arc<Coalescer>,
     /// Largest packet taken, bytes.
     pub max_packet_size: u32,
 }
@@ -369,6 +372,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
                 let task = tokio::spawn(publish::write(
                     self.shared.pod.clone(),
                     self.shared.rest.clone(),
+                    self.shared.coalescer.clone(),
                     b,
                     p.payload,
                 ));

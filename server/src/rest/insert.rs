@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use arrow_array::RecordBatch;
 use sluice_wal::Wal;
+use sluice_zeroparser::RecordBatchBuilder;
 use tokio::sync::OnceCell;
 
 use super::error::RestError;
@@ -166,12 +167,7 @@ pub async fn insert(
     records: &[&str],
     idempotency_key: Option<&str>,
 ) -> std::result::Result<Inserted, RestError> {
-    if pod.is_shutting_down() {
-        return Err(ServerError::Unavailable(
-            "this pod is shutting down; retry (another pod or after the restart)".into(),
-        )
-        .into());
-    }
+    refuse_if_shutting_down(pod)?;
     let local = match idempotency_key {
         Some(key) => match claim(&rest.keys, sink.name(), key).await? {
             Some(guard) => Some((key, guard)),
@@ -179,20 +175,67 @@ pub async fn insert(
         },
         None => None,
     };
-    let max_record = pod.config.limits.max_record_bytes;
     let mut builder = sink.batch_builder()?;
     for (i, record) in records.iter().enumerate() {
-        if record.len() > max_record {
-            return Err(ServerError::InvalidArgument(format!(
-                "record {i}: {} bytes, over the record limit of {max_record}",
-                record.len()
-            ))
-            .into());
-        }
-        builder
-            .append_json(record)
-            .map_err(|e| ServerError::InvalidArgument(format!("record {i}: {e}")))?;
+        append_record(pod, &mut builder, i, record)?;
     }
+    write_parsed(pod, rest, sink, builder, records, local).await
+}
+
+/// Writes `records`, already parsed into `builder` (one row each, in order, by
+/// [`append_record`]), with no idempotency key; returns once they are durable. For callers
+/// that gather the records of many small requests into one write (the MQTT front door).
+pub async fn insert_parsed(
+    pod: &Pod,
+    rest: &RestIngest,
+    sink: &SharedSink,
+    builder: RecordBatchBuilder,
+    records: &[&str],
+) -> std::result::Result<Inserted, RestError> {
+    refuse_if_shutting_down(pod)?;
+    write_parsed(pod, rest, sink, builder, records, None).await
+}
+
+/// Checks record `i`'s size and parses it into `builder`; on error the builder is as before.
+pub fn append_record(
+    pod: &Pod,
+    builder: &mut RecordBatchBuilder,
+    i: usize,
+    record: &str,
+) -> std::result::Result<(), RestError> {
+    let max_record = pod.config.limits.max_record_bytes;
+    if record.len() > max_record {
+        return Err(ServerError::InvalidArgument(format!(
+            "record {i}: {} bytes, over the record limit of {max_record}",
+            record.len()
+        ))
+        .into());
+    }
+    builder
+        .append_json(record)
+        .map_err(|e| ServerError::InvalidArgument(format!("record {i}: {e}")).into())
+}
+
+fn refuse_if_shutting_down(pod: &Pod) -> std::result::Result<(), RestError> {
+    if pod.is_shutting_down() {
+        return Err(ServerError::Unavailable(
+            "this pod is shutting down; retry (another pod or after the restart)".into(),
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// The write of a parsed request: the REST stream, the cluster claim of a keyed request,
+/// the WAL frame and memtable batch, durability, metrics.
+async fn write_parsed(
+    pod: &Pod,
+    rest: &RestIngest,
+    sink: &SharedSink,
+    mut builder: RecordBatchBuilder,
+    records: &[&str],
+    local: Option<(&str, KeyGuard)>,
+) -> std::result::Result<Inserted, RestError> {
     let stream_key = rest.stream(pod, sink).await?;
     let cluster = match (&local, &pod.idem_claims) {
         (Some((key, guard)), Some(keys)) => {

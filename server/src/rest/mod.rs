@@ -10,4 +10,4 @@ pub mod idempotency;
 pub mod insert;
 
 pub use error::RestError;
-pub use insert::{insert, Inserted, RestIngest};
+pub use insert::{append_record, insert, insert_parsed, Inserted, RestIngest};
