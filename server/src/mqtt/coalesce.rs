@@ -29,7 +29,7 @@ use crate::pod::Pod;
 use crate::rest::{RestError, RestIngest};
 use crate::sink::SharedSink;
 
-use super::publish::{refusal, Refusal};
+use super::refusal::{refusal, Refusal};
 use super::wire::reason;
 
 /// Records in one gathered write.

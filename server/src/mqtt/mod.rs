@@ -6,6 +6,7 @@
 //! - [`credentials`]: CONNECT user name/password → identity (token or principal).
 //! - [`payload`]: a PUBLISH payload → records.
 //! - [`publish`]: topic → the connection's table; records → the REST insert service.
+//! - [`refusal`]: a refused PUBLISH and how service errors map onto reason codes.
 //! - [`coalesce`]: one-record publishes of all connections to a table → shared writes.
 //! - [`session`]: one connection's state machine (QoS, keep-alive, receive maximum).
 //! - [`listener`]: the accept loop (plain or TLS).
@@ -15,6 +16,7 @@ pub mod credentials;
 pub mod listener;
 pub mod payload;
 pub mod publish;
+pub mod refusal;
 pub mod session;
 pub mod wire;
 

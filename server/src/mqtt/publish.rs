@@ -14,7 +14,6 @@
 
 use std::sync::Arc;
 
-use crate::error::ServerError;
 use crate::pod::Pod;
 use crate::rest::{RestError, RestIngest};
 use crate::sink::SharedSink;
@@ -22,30 +21,9 @@ use crate::sink::SharedSink;
 use super::coalesce::Coalescer;
 use super::credentials::Identity;
 use super::payload;
+use super::refusal::refusal;
+pub use super::refusal::Refusal;
 use super::wire::reason;
-
-/// A refused PUBLISH: its MQTT 5 reason code and reason string, and the gRPC code it is
-/// counted as in `sluice_refusals_total{code}` (the label every door shares).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal {
-    /// MQTT 5 PUBACK reason code.
-    pub code: u8,
-    /// The gRPC code of the same meaning.
-    pub grpc: tonic::Code,
-    /// Why.
-    pub reason: String,
-}
-
-impl Refusal {
-    /// A refusal with these codes.
-    pub fn new(code: u8, grpc: tonic::Code, reason: impl Into<String>) -> Refusal {
-        Refusal {
-            code,
-            grpc,
-            reason: reason.into(),
-        }
-    }
-}
 
 /// The connection's table, bound by its first accepted PUBLISH.
 #[derive(Clone)]
@@ -137,23 +115,4 @@ pub async fn write(
     };
     metrics::counter!("sluice_mqtt_records_total").increment(written as u64);
     Ok(written)
-}
-
-/// The reason code of a refusal of the REST service.
-pub(super) fn refusal(e: RestError) -> Refusal {
-    let code = match &e {
-        RestError::Body(_) => reason::PAYLOAD_FORMAT_INVALID,
-        RestError::Server(s) => match s {
-            ServerError::InvalidArgument(_) => reason::PAYLOAD_FORMAT_INVALID,
-            ServerError::NotFound(_) => reason::TOPIC_NAME_INVALID,
-            ServerError::Unauthenticated(_) | ServerError::PermissionDenied(_) => {
-                reason::NOT_AUTHORIZED
-            }
-            ServerError::ResourceExhausted(_)
-            | ServerError::Wal(sluice_wal::WalError::NoSpace { .. }) => reason::QUOTA_EXCEEDED,
-            _ => reason::UNSPECIFIED,
-        },
-        _ => reason::UNSPECIFIED,
-    };
-    Refusal::new(code, e.grpc_code(), e.to_string())
 }
