@@ -17,9 +17,31 @@ use crate::sink::Sinks;
 #[derive(Default)]
 pub struct LoadCounters {
     ingress_bytes: AtomicU64,
+    connections: AtomicU64,
+}
+
+/// One open MQTT or Kafka connection, counted in the pod's reported open streams until
+/// dropped: the router places such a connection like a stream, so its score must see it.
+pub struct OpenConnection(Arc<LoadCounters>);
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl LoadCounters {
+    /// Counts an MQTT or Kafka connection until the returned guard is dropped.
+    pub fn open_connection(self: &Arc<Self>) -> OpenConnection {
+        self.connections.fetch_add(1, Ordering::Relaxed);
+        OpenConnection(Arc::clone(self))
+    }
+
+    /// MQTT and Kafka connections open now.
+    pub fn connections(&self) -> u64 {
+        self.connections.load(Ordering::Relaxed)
+    }
+
     /// Counts record bytes received.
     pub fn record_ingress(&self, bytes: usize) {
         self.ingress_bytes
@@ -35,7 +57,7 @@ impl LoadCounters {
 /// Levels the sampler does not compute itself.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Levels {
-    /// Open streams.
+    /// Open streams, and MQTT and Kafka connections.
     pub open_streams: u64,
     /// WAL bytes queued, not yet durable.
     pub wal_queue_bytes: u64,
@@ -111,7 +133,7 @@ impl LoadSource {
     pub fn levels(&self) -> Levels {
         let memtable: usize = self.sinks.all().iter().map(|s| s.memtable_bytes()).sum();
         Levels {
-            open_streams: self.streams.active_streams() as u64,
+            open_streams: self.streams.active_streams() as u64 + self.counters.connections(),
             wal_queue_bytes: self.wal.queued_bytes(),
             memtable_bytes: memtable as u64,
         }
@@ -176,6 +198,18 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(20));
         let second = sampler.sample(&counters, Levels::default());
         assert!(second.ingress_bytes_per_sec > 0.0);
+    }
+
+    #[test]
+    fn an_open_connection_counts_until_it_is_dropped() {
+        let counters = Arc::new(LoadCounters::default());
+        let a = counters.open_connection();
+        let b = counters.open_connection();
+        assert_eq!(counters.connections(), 2);
+        drop(a);
+        assert_eq!(counters.connections(), 1);
+        drop(b);
+        assert_eq!(counters.connections(), 0);
     }
 
     #[test]

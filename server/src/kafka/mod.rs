@@ -98,7 +98,9 @@ pub async fn serve(
                 let _ = stream.set_nodelay(true);
                 let shared = shared.clone();
                 let acceptor = acceptor.clone();
+                let counted = pod.load.open_connection();
                 pod.stream_tasks.spawn(async move {
+                    let _counted = counted;
                     match acceptor {
                         None => connection::serve(shared, stream, peer).await,
                         Some(acceptor) => match crate::side_tls::accept(&acceptor, stream).await {

@@ -41,7 +41,9 @@ pub async fn serve(listener: TcpListener, pod: Arc<Pod>, tls: Option<Arc<ServerC
         let _ = stream.set_nodelay(true);
         let shared = shared.clone();
         let acceptor = acceptor.clone();
+        let counted = pod.load.open_connection();
         connections.spawn(async move {
+            let _counted = counted;
             match acceptor {
                 None => session::serve(stream, shared).await,
                 Some(acceptor) => match crate::side_tls::accept(&acceptor, stream).await {
