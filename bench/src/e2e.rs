@@ -134,6 +134,18 @@ pub fn wide_record(id: i64, columns: usize) -> Vec<u8> {
     buf
 }
 
+/// An official Rust SDK 2.12.0 client of the plain-HTTP benchmark pod at `url` (it serves
+/// both the Zerobus endpoint and the Unity Catalog API).
+pub fn official_sdk(url: &str) -> Result<Arc<databricks_zerobus_ingest_sdk::ZerobusSdk>> {
+    Ok(Arc::new(
+        databricks_zerobus_ingest_sdk::ZerobusSdk::builder()
+            .endpoint(url)
+            .unity_catalog_url(url)
+            .no_tls()
+            .build()?,
+    ))
+}
+
 /// A free loopback port.
 pub fn free_port() -> Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?

@@ -1,5 +1,5 @@
-//! CPU seconds of other processes, read from `/proc/<pid>/stat` (user + system time), and
-//! the children of a process (`/proc/<pid>/task/*/children`): how the end-to-end benchmarks
+//! CPU seconds of other processes, read from `/proc/<pid>/stat` (user + system time), their
+//! resident memory (`VmRSS` of `/proc/<pid>/status`), and the children of a process (`/proc/<pid>/task/*/children`): how the end-to-end benchmarks
 //! report the pods' own CPU beside their throughput, since producers and pods share the
 //! machine's cores.
 
@@ -39,6 +39,26 @@ fn cpu_seconds_of(stat: &str, ticks: f64) -> Result<f64> {
     Ok((utime + stime) / ticks)
 }
 
+/// Resident set size of process `pid` in bytes.
+pub fn rss_bytes(pid: u32) -> Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("reading /proc/{pid}/status"))?;
+    rss_bytes_of(&status)
+}
+
+/// Parses the `VmRSS:   1234 kB` line of a `/proc/<pid>/status` text.
+fn rss_bytes_of(status: &str) -> Result<u64> {
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .context("no VmRSS")?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()?;
+    Ok(kb * 1024)
+}
+
 /// Pids of the direct children of `pid` whose command line contains `needle`.
 pub fn children_matching(pid: u32, needle: &str) -> Result<Vec<u32>> {
     let mut out = Vec::new();
@@ -73,6 +93,14 @@ mod tests {
     fn a_stat_line_with_spaces_in_the_name_parses() {
         let line = "42 (sluice serve) S 1 42 42 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 9 0 1 2 3";
         assert_eq!(cpu_seconds_of(line, 100.0).expect("parse"), 3.0);
+    }
+
+    #[test]
+    fn the_vmrss_line_is_read_in_bytes() {
+        let status = "Name:\tsluice\nVmPeak:\t  9000 kB\nVmRSS:\t   1536 kB\nThreads:\t9\n";
+        assert_eq!(rss_bytes_of(status).expect("parse"), 1536 * 1024);
+        assert!(rss_bytes_of("Name:\tkthreadd\n").is_err());
+        assert!(rss_bytes(std::process::id()).expect("own status") > 0);
     }
 
     #[test]

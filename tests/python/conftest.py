@@ -70,6 +70,11 @@ class Server:
         with urllib.request.urlopen(req, context=self.ssl) as r:
             return json.load(r)
 
+    def metrics(self):
+        """The pod's /metrics text."""
+        with urllib.request.urlopen(self.url + "/metrics", context=self.ssl, timeout=10) as r:
+            return r.read().decode()
+
     def stop(self):
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -78,6 +83,17 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
         self.log.close()
+
+
+def metric(text, name, **labels):
+    """The sum of the samples of `name` in Prometheus text whose labels include `labels`."""
+    total = 0.0
+    for line in text.splitlines():
+        if not line.startswith(name + "{") and not line.startswith(name + " "):
+            continue
+        if all(f'{k}="{v}"' in line for k, v in labels.items()):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
 
 
 @pytest.fixture

@@ -34,7 +34,7 @@ import pytest
 from confluent_kafka import Producer
 from deltalake import DeltaTable
 
-from conftest import CLIENT_ID, CLIENT_SECRET, Server, free_port
+from conftest import CLIENT_ID, CLIENT_SECRET, Server, free_port, metric
 from test_cluster import wait_ok
 from test_kafka import send_paced
 from test_mqtt import Device
@@ -142,16 +142,6 @@ class Cluster:
                 proc.wait(timeout=30)
         self.router_log.close()
         self.etcd_log.close()
-
-
-def metric(text, name, **labels):
-    total = 0.0
-    for line in text.splitlines():
-        if not line.startswith(name + "{") and not line.startswith(name + " "):
-            continue
-        if all(f'{k}="{v}"' in line for k, v in labels.items()):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
 
 
 @pytest.fixture

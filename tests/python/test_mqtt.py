@@ -29,7 +29,7 @@ import requests
 from deltalake import DeltaTable
 from paho.mqtt.enums import CallbackAPIVersion
 
-from conftest import CLIENT_ID, CLIENT_SECRET, Server, free_port
+from conftest import CLIENT_ID, CLIENT_SECRET, Server, free_port, metric
 
 COLUMNS = [{"name": "id", "type_text": "bigint", "type_name": "LONG", "nullable": False},
            {"name": "temp", "type_text": "double", "type_name": "DOUBLE", "nullable": True}]
@@ -282,14 +282,6 @@ def test_a_misfit_record_gets_0x99_naming_the_field_while_another_connection_flo
         {"id": 1, "temp": None, "_rescued_data": '{"temp":"warm"}'}]
 
 
-def counter(server, name):
-    """The value of an unlabelled counter in the pod's /metrics (0 when absent)."""
-    for line in requests.get(f"{server.url}/metrics", timeout=10).text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return 0.0
-
-
 def test_misfits_and_fits_of_many_connections_gathered_together_are_answered_one_by_one(server):
     """One-record publishes of many connections share writes (mqtt/coalesce.rs): a misfit
     among them is refused alone, naming its field, and every other record lands once."""
@@ -315,8 +307,9 @@ def test_misfits_and_fits_of_many_connections_gathered_together_are_answered_one
     good = sorted(i for _, _, i, fits in sent if fits)
     rows = rows_in_delta(location, len(good))
     assert [r["id"] for r in rows] == good
-    records = counter(server, "sluice_mqtt_records_total")
-    writes = counter(server, "sluice_mqtt_gathered_writes_total")
+    text = server.metrics()
+    records = metric(text, "sluice_mqtt_records_total")
+    writes = metric(text, "sluice_mqtt_gathered_writes_total")
     assert records == len(good), records
     # Gathered: fewer writes than records (each write is one WAL frame).
     assert 0 < writes < records, (writes, records)

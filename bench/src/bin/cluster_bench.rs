@@ -197,16 +197,6 @@ impl Cluster {
     }
 }
 
-fn sdk(url: &str) -> Result<Arc<ZerobusSdk>> {
-    Ok(Arc::new(
-        ZerobusSdk::builder()
-            .endpoint(url)
-            .unity_catalog_url(url)
-            .no_tls()
-            .build()?,
-    ))
-}
-
 /// One producer: sends until `stop` (at `per_sec` records/s when paced), then flushes and
 /// closes. Returns the records sent.
 fn spawn_producer(
@@ -314,7 +304,7 @@ async fn overhead(opts: &Options) -> Result<()> {
     ]);
     let mut rates = Vec::new();
     for (path, url) in [("direct to pod", &pod_url), ("via router", &router.url)] {
-        let sdk = sdk(url)?;
+        let sdk = sluice_bench::e2e::official_sdk(url)?;
         let start = Instant::now();
         let stop = Arc::new(AtomicBool::new(false));
         let timelines: Vec<_> = (0..opts.streams)
@@ -390,7 +380,7 @@ async fn balance(opts: &Options) -> Result<()> {
         let start = Instant::now();
         let stop = Arc::new(AtomicBool::new(false));
         let mut tasks = Vec::new();
-        let pre_sdk = sdk(&pod0)?;
+        let pre_sdk = sluice_bench::e2e::official_sdk(&pod0)?;
         for s in 0..PRELOAD {
             let tl = Arc::new(Timeline::new(start, CAPACITY));
             tasks.push(spawn_producer(
@@ -409,7 +399,7 @@ async fn balance(opts: &Options) -> Result<()> {
             })
             .await?;
         tokio::time::sleep(Duration::from_millis(2500)).await;
-        let new_sdk = sdk(&router.url)?;
+        let new_sdk = sluice_bench::e2e::official_sdk(&router.url)?;
         for s in PRELOAD..PRELOAD + NEW {
             let tl = Arc::new(Timeline::new(start, CAPACITY));
             tasks.push(spawn_producer(
@@ -484,7 +474,7 @@ async fn drain(opts: &Options) -> Result<()> {
     sluice_bench::e2e::create_table(&pod0, table).await?;
     let start = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
-    let sdk = sdk(&router.url)?;
+    let sdk = sluice_bench::e2e::official_sdk(&router.url)?;
     let timelines: Vec<_> = (0..STREAMS)
         .map(|_| Arc::new(Timeline::new(start, CAPACITY)))
         .collect();
@@ -596,7 +586,7 @@ async fn commits(opts: &Options) -> Result<()> {
         for (i, url) in urls.iter().enumerate() {
             let tl = Arc::new(Timeline::new(start, CAPACITY));
             tasks.push(spawn_producer(
-                sdk(url)?,
+                sluice_bench::e2e::official_sdk(url)?,
                 table.into(),
                 i,
                 tl,
@@ -706,7 +696,7 @@ async fn committer(opts: &Options) -> Result<()> {
         let location = sluice_bench::e2e::create_table(&urls[0], table).await?;
         let start = Instant::now();
         let stop = Arc::new(AtomicBool::new(false));
-        let sdk = sdk(&router.url)?;
+        let sdk = sluice_bench::e2e::official_sdk(&router.url)?;
         let tasks: Vec<_> = (0..STREAMS)
             .map(|i| {
                 let tl = Arc::new(Timeline::new(start, CAPACITY));
@@ -836,7 +826,7 @@ async fn hot(opts: &Options) -> Result<()> {
         let pods = sluice_bench::procstat::children_matching(up.child.id(), "serve")?;
         let (wall0, start) = (now_ms() as f64, Instant::now());
         let stop = Arc::new(AtomicBool::new(false));
-        let sdk = sdk(&url)?;
+        let sdk = sluice_bench::e2e::official_sdk(&url)?;
         let timelines: Vec<_> = (0..opts.hot_streams)
             .map(|_| Arc::new(Timeline::new(start, CAPACITY)))
             .collect();

@@ -23,10 +23,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Parser;
 use sluice_bench::e2e::{descriptor, padding, record, AckTimes, Timeline, ID_STRIDE};
-use sluice_bench::procstat::cpu_seconds;
+use sluice_bench::procstat::{cpu_seconds, rss_bytes};
 use sluice_bench::server::Server;
 use sluice_bench::stats::Samples;
 use sluice_bench::table::Table;
@@ -58,20 +58,6 @@ struct Options {
 const STREAMS_PER_CLIENT: usize = 1_000;
 /// Streams opened at once.
 const OPEN_CONCURRENCY: usize = 256;
-
-/// Resident set size of `pid` in bytes.
-fn rss_bytes(pid: u32) -> Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let kb: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .context("no VmRSS")?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()?;
-    Ok(kb * 1024)
-}
 
 /// Samples a pod's RSS every 100 ms until stopped; returns the peak.
 fn watch_peak_rss(pid: u32, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<u64> {

@@ -328,13 +328,7 @@ async fn run_scenario(opts: &Options, format: Format, streams: usize) -> Result<
     server
         .create_table(&table, sluice_bench::e2e::telemetry_columns())
         .await?;
-    let sdk = Arc::new(
-        ZerobusSdk::builder()
-            .endpoint(&server.url)
-            .unity_catalog_url(&server.url)
-            .no_tls()
-            .build()?,
-    );
+    let sdk = sluice_bench::e2e::official_sdk(&server.url)?;
     let payloads = Arc::new(payloads(opts.batch_rows)?);
     let cpu_before = cpu_seconds(server.pid())?;
     let start = Instant::now();

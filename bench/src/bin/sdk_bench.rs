@@ -164,13 +164,7 @@ async fn run_scenario(opts: &Options, sdk: Sdk, streams: usize) -> Result<Outcom
     server
         .create_table(&table, sluice_bench::e2e::telemetry_columns())
         .await?;
-    let official = Arc::new(
-        ZerobusSdk::builder()
-            .endpoint(&server.url)
-            .unity_catalog_url(&server.url)
-            .no_tls()
-            .build()?,
-    );
+    let official = sluice_bench::e2e::official_sdk(&server.url)?;
     let start = Instant::now();
     let deadline = start + Duration::from_secs(opts.seconds);
     let timelines: Vec<Arc<Timeline>> = (0..streams)

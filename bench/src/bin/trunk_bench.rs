@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use clap::Parser;
-use databricks_zerobus_ingest_sdk::{ProtoBytes, ZerobusSdk};
+use databricks_zerobus_ingest_sdk::ProtoBytes;
 use sluice_bench::e2e::{
     descriptor, padding_to, record, wide_columns, wide_descriptor, wide_record, AckTimes, Timeline,
     ID_STRIDE,
@@ -150,13 +150,7 @@ async fn run_scenario(opts: &Options, sc: Scenario) -> Result<ScenarioResult> {
     let table = format!("bench.trunk.s{streams}");
     let location = server.create_table(&table, sc.shape.columns()).await?;
 
-    let sdk = Arc::new(
-        ZerobusSdk::builder()
-            .endpoint(&server.url)
-            .unity_catalog_url(&server.url)
-            .no_tls()
-            .build()?,
-    );
+    let sdk = sluice_bench::e2e::official_sdk(&server.url)?;
     let start = Instant::now();
     let timelines: Vec<Arc<Timeline>> = (0..streams)
         .map(|_| Arc::new(Timeline::new(start, TIMELINE_CAPACITY)))

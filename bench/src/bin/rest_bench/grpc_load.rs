@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use databricks_zerobus_ingest_sdk::{JsonString, ProtoBytes, ZerobusSdk};
+use databricks_zerobus_ingest_sdk::{JsonString, ProtoBytes};
 use sluice_bench::e2e::{descriptor, record, CLIENT_ID, CLIENT_SECRET, ID_STRIDE};
 
 /// Records the streams sent inside the window (all acked: each stream is flushed).
@@ -20,13 +20,7 @@ pub async fn run(
     padding: Arc<String>,
     json: bool,
 ) -> Result<u64> {
-    let sdk = Arc::new(
-        ZerobusSdk::builder()
-            .endpoint(url)
-            .unity_catalog_url(url)
-            .no_tls()
-            .build()?,
-    );
+    let sdk = sluice_bench::e2e::official_sdk(url)?;
     let mut opened = Vec::new();
     for _ in 0..streams {
         let builder = sdk

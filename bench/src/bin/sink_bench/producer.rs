@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use databricks_zerobus_ingest_sdk::{AckCallback, JsonString, OffsetId, ZerobusSdk};
+use databricks_zerobus_ingest_sdk::{AckCallback, JsonString, OffsetId};
 use sluice_bench::server::{Server, CLIENT_ID, CLIENT_SECRET};
 
 pub use sluice_bench::server::telemetry_columns as columns;
@@ -60,11 +60,7 @@ pub async fn produce(
         start,
         at: (0..total).map(|_| AtomicU64::new(0)).collect(),
     });
-    let sdk = ZerobusSdk::builder()
-        .endpoint(&server.url)
-        .unity_catalog_url(&server.url)
-        .no_tls()
-        .build()?;
+    let sdk = sluice_bench::e2e::official_sdk(&server.url)?;
     let mut stream = sdk
         .stream_builder()
         .table(table)
