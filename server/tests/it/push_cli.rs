@@ -47,6 +47,15 @@ fn push_ok(server: &Server, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// A pod (flush interval `flush`) in a fresh directory with the table `t` of [`COLUMNS`]:
+/// the directory, the pod and the table's storage location.
+async fn pod_with_table(t: &str, flush: &str) -> (tempfile::TempDir, Server, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path(), flush).await;
+    let location = server.create_table_at(t, COLUMNS).await;
+    (dir, server, location)
+}
+
 fn write_jsonl(path: &Path, ids: std::ops::Range<i64>) {
     let mut text = String::new();
     for id in ids {
@@ -57,10 +66,8 @@ fn write_jsonl(path: &Path, ids: std::ops::Range<i64>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn push_of_a_jsonl_file_is_read_back_exactly() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(dir.path(), "200ms").await;
     let t = "main.push.jsonl";
-    let location = server.create_table_at(t, COLUMNS).await;
+    let (dir, server, location) = pod_with_table(t, "200ms").await;
     let file = dir.path().join("in.jsonl");
     write_jsonl(&file, 0..20_000);
     let stdout = push_ok(&server, &[t, file.to_str().expect("path")]);
@@ -71,10 +78,8 @@ async fn push_of_a_jsonl_file_is_read_back_exactly() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn push_of_a_parquet_file_is_read_back_exactly() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(dir.path(), "200ms").await;
     let t = "main.push.parquet";
-    let location = server.create_table_at(t, COLUMNS).await;
+    let (dir, server, location) = pod_with_table(t, "200ms").await;
     let file = dir.path().join("in.parquet");
     let n = 10_000i64;
     let ids: ArrayRef = Arc::new(Int64Array::from_iter_values(0..n));
@@ -105,10 +110,8 @@ async fn push_of_a_parquet_file_is_read_back_exactly() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn push_exits_2_naming_the_first_bad_record() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(dir.path(), "200ms").await;
     let t = "main.push.bad";
-    server.create_table(t, COLUMNS);
+    let (dir, server, _) = pod_with_table(t, "200ms").await;
     // Refused by the server: record 3 has a string id.
     let file = dir.path().join("schema.jsonl");
     std::fs::write(
@@ -139,10 +142,8 @@ async fn push_exits_2_naming_the_first_bad_record() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_persistent_push_killed_half_way_and_run_again_writes_nothing_twice() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut server = Server::start(dir.path(), "200ms").await;
     let t = "main.push.resume";
-    let location = server.create_table_at(t, COLUMNS).await;
+    let (dir, mut server, location) = pod_with_table(t, "200ms").await;
     let n = 200_000i64;
     let file = dir.path().join("big.jsonl");
     write_jsonl(&file, 0..n);
@@ -188,10 +189,8 @@ async fn a_persistent_push_killed_half_way_and_run_again_writes_nothing_twice() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn push_of_a_csv_file_from_standard_input_is_read_back_exactly() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(dir.path(), "200ms").await;
     let t = "main.push.csv";
-    let location = server.create_table_at(t, COLUMNS).await;
+    let (_dir, server, location) = pod_with_table(t, "200ms").await;
     let mut csv = String::from("id,note\n");
     for id in 0..5_000 {
         csv.push_str(&format!("{id},n{id}\n"));
@@ -219,10 +218,8 @@ async fn push_of_a_csv_file_from_standard_input_is_read_back_exactly() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn push_of_an_avro_file_written_by_fastavro_is_read_back_exactly() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(dir.path(), "200ms").await;
     let t = "main.push.avro";
-    let location = server.create_table_at(t, COLUMNS).await;
+    let (dir, server, location) = pod_with_table(t, "200ms").await;
     let file = dir.path().join("in.avro");
     let script = r#"
 import sys, fastavro
@@ -256,10 +253,8 @@ fn push_test_bytes() -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn push_of_a_large_jsonl_file_is_read_back_by_count_and_id_checksum() {
     use std::io::Write;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut server = Server::start(dir.path(), "1s").await;
     let t = "main.push.large";
-    let location = server.create_table_at(t, COLUMNS).await;
+    let (dir, mut server, location) = pod_with_table(t, "1s").await;
     let file = dir.path().join("large.jsonl");
     let budget = push_test_bytes();
     let pad = "x".repeat(160);
@@ -288,10 +283,8 @@ async fn push_of_a_large_jsonl_file_is_read_back_by_count_and_id_checksum() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn push_on_a_terminal_draws_a_progress_bar_with_rates_acks_and_eta() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(dir.path(), "200ms").await;
     let t = "main.push.tty";
-    let location = server.create_table_at(t, COLUMNS).await;
+    let (dir, server, location) = pod_with_table(t, "200ms").await;
     let file = dir.path().join("in.jsonl");
     write_jsonl(&file, 0..150_000);
     let command = format!(
@@ -324,10 +317,8 @@ async fn push_on_a_terminal_draws_a_progress_bar_with_rates_acks_and_eta() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn push_without_a_terminal_prints_plain_progress_lines() {
     use std::io::Write;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(dir.path(), "200ms").await;
     let t = "main.push.plain";
-    server.create_table(t, COLUMNS);
+    let (_dir, server, _) = pod_with_table(t, "200ms").await;
     let mut child = push_command(&server, &[t, "-"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
