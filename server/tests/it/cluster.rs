@@ -155,10 +155,36 @@ async fn given_a_cluster_under_load_when_a_pod_joins_one_drains_and_one_is_kille
         let stream = open_stream(&sdk, table, &ledger).await;
         producers.push(tokio::spawn(produce(stream, s, ledger, Arc::clone(&stop))));
     }
-    wait_for_pods(&join, Duration::from_secs(10), "pod-d has streams", |p| {
-        open_streams(p, "pod-d") > 0
-    })
-    .await;
+    // 30 s: under a loaded CI machine a debug pod's load reports can lag (a report older than
+    // 3 s makes the pod unplaceable); a timeout shows where the router placed the streams.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let pods = cluster_harness::cluster_status(&join);
+        if open_streams(&pods, "pod-d") > 0 {
+            break;
+        }
+        if Instant::now() >= deadline {
+            let metrics = reqwest::get(format!("{}/metrics", router.url))
+                .await
+                .expect("router /metrics")
+                .text()
+                .await
+                .expect("router /metrics body");
+            let placements: Vec<&str> = metrics
+                .lines()
+                .filter(|l| l.starts_with("sluice_router_placements_total"))
+                .collect();
+            let tail = |log: String| log.lines().rev().take(40).collect::<Vec<_>>().join("\n");
+            panic!(
+                "pod-d never reported a stream; pods: {pods:#?}\nrouter placements: \
+                 {placements:#?}\nrouter log (last lines, newest first):\n{}\npod-d log \
+                 (newest first):\n{}",
+                tail(router.log()),
+                tail(pod_d.log())
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     tokio::time::sleep(Duration::from_secs(1)).await;
 
     // Drain pod-a mid-push: it leaves, exits cleanly and its WAL is empty.
