@@ -41,6 +41,11 @@ use crate::sink::fit::{self, Renames};
 /// Lost races (appends landing first) retried before the alter gives up.
 const ATTEMPTS: usize = 100;
 
+/// Test hook: with this variable set to a duration (`2s`), the first commit
+/// attempt waits that long after its files are written, so that appends
+/// land first and the rewrite must take in the files they added.
+pub const PAUSE_BEFORE_COMMIT_ENV: &str = "SLUICE_TEST_REWRITE_PAUSE_BEFORE_COMMIT";
+
 /// What a rewriting alter did.
 #[derive(Debug, Clone, Default)]
 pub struct Rewritten {
@@ -164,6 +169,18 @@ pub async fn commit_rewrite(
             report.files_added += adds.len();
             report.rows += rows;
             actions.extend(adds.iter().cloned().map(Action::Add));
+        }
+        if attempt == 1 {
+            if let Some(pause) = std::env::var(PAUSE_BEFORE_COMMIT_ENV)
+                .ok()
+                .and_then(|v| humantime::parse_duration(&v).ok())
+            {
+                tracing::warn!(
+                    table = name,
+                    "test hook: pausing before the rewrite's first commit"
+                );
+                tokio::time::sleep(pause.min(std::time::Duration::from_secs(60))).await;
+            }
         }
         let attempt = CommitBuilder::from(CommitProperties::default())
             .with_actions(actions)
