@@ -63,27 +63,45 @@ pub fn all_fit(batches: &[&RecordBatch], target: &SchemaRef) -> bool {
 }
 
 /// `batch` with exactly the fields of `target`: columns by name, missing ones
-/// null, nested STRUCT fields likewise, other type differences cast.
+/// null, nested STRUCT fields likewise, other type differences cast. A target
+/// column the batch lacks is looked up under its earlier names (`renames`);
+/// a batch column taken that way is of the old meaning, so it never also
+/// fills a newer column that reuses its name (a batch always has every column
+/// of the schema it was built for, so one lacking the new name predates the
+/// rename).
 pub fn fit_batch(
     batch: &RecordBatch,
     target: &SchemaRef,
     renames: &Renames,
 ) -> Result<RecordBatch> {
     let rows = batch.num_rows();
-    let find = |name: &String| {
-        batch.column_by_name(name).or_else(|| {
-            renames
-                .get(name)?
-                .iter()
-                .find_map(|old| batch.column_by_name(old))
-        })
+    let renamed_from = |name: &String| {
+        if batch.column_by_name(name).is_some() {
+            return None;
+        }
+        renames
+            .get(name)?
+            .iter()
+            .find(|old| batch.column_by_name(old).is_some())
     };
+    let taken: Vec<&String> = target
+        .fields()
+        .iter()
+        .filter_map(|f| renamed_from(f.name()))
+        .collect();
     let columns = target
         .fields()
         .iter()
-        .map(|field| match find(field.name()) {
-            Some(column) => fit_array(field.name(), column, field.data_type()),
-            None => Ok(new_null_array(field.data_type(), rows)),
+        .map(|field| {
+            let source = match renamed_from(field.name()) {
+                Some(old) => batch.column_by_name(old),
+                None if taken.contains(&field.name()) => None,
+                None => batch.column_by_name(field.name()),
+            };
+            match source {
+                Some(column) => fit_array(field.name(), column, field.data_type()),
+                None => Ok(new_null_array(field.data_type(), rows)),
+            }
         })
         .collect::<Result<Vec<_>>>()?;
     RecordBatch::try_new(target.clone(), columns)
@@ -273,5 +291,12 @@ mod tests {
         // Without the renames the values would be lost: NULL.
         let lost = fit_batch(&batch, &target, &Renames::new()).expect("fit");
         assert_eq!(lost.column(1).null_count(), 2);
+        // A column added later under the old name gets nothing from rows of the old shape.
+        let mut fields: Vec<Field> = target.fields().iter().map(|f| f.as_ref().clone()).collect();
+        fields.push(Field::new("device", DataType::Utf8, true));
+        let reused = Arc::new(Schema::new(fields));
+        let out = fit_batch(&batch, &reused, &renames).expect("fit");
+        assert_eq!(out.column(1).null_count(), 1, "site keeps the old values");
+        assert_eq!(out.column(3).null_count(), 2, "the new `device` is NULL");
     }
 }
