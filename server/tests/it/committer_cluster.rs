@@ -551,6 +551,52 @@ async fn a_rewriting_alter_under_load_loses_no_acked_row_and_leaves_only_files_o
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drop_through_one_pod_ends_a_stream_writing_the_column_on_another() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let table = "main.elect.dropped";
+    let (etcd, pods, location) = cluster(dir.path(), 3, table).await;
+    let token = pods[2].token().await;
+    let mut raw = crate::raw::OpenStream::open(crate::raw::Call {
+        url: &pods[2].url,
+        table,
+        token: Some(&token),
+    })
+    .await
+    .expect("raw stream on pod 2");
+    let last = raw.send(r#"{"id": 1, "stream": 1, "seq": 1}"#).await;
+    raw.wait_acked(last).await;
+    let out = pods[0].cli(&[
+        "table",
+        "alter",
+        table,
+        "--drop-columns",
+        "seq",
+        "--rewrite",
+    ]);
+    assert!(
+        out.status.success(),
+        "alter: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Pod 2 sees the change through the catalog watch (applied to its open sinks once a
+    // second) and ends the stream; nothing new opened there meanwhile.
+    let signals = raw.close_signals.clone();
+    let status = raw
+        .ended_by_server(Duration::from_secs(15))
+        .await
+        .expect("a status");
+    assert_eq!(status.code(), tonic::Code::FailedPrecondition, "{status:?}");
+    assert!(status.message().contains("column `seq`"), "{status:?}");
+    assert_eq!(signals.load(Ordering::SeqCst), 1);
+    let rows = crate::rows::rows_as_json(&crate::harness::read_delta(&location).await);
+    assert_eq!(rows.len(), 1, "the acked row stays: {rows:?}");
+    assert_eq!(rows[0]["id"], serde_json::json!(1));
+    assert!(rows[0].get("seq").is_none(), "{rows:?}");
+    drop(pods);
+    drop(etcd);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_alters_through_two_pods_never_lose_a_change_and_leave_one_schema() {
     let dir = tempfile::tempdir().expect("tempdir");
     let table = "main.elect.alters";
