@@ -935,3 +935,90 @@ async fn given_acked_rows_not_yet_committed_when_the_pod_is_killed_after_a_drop_
     assert_eq!(got, want, "{rows:?}");
     assert_eq!(rows[0].as_object().expect("row").len(), 2, "{rows:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_pod_killed_between_a_rewrite_commit_and_the_catalog_update_then_it_restarts_with_the_rewritten_schema(
+) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut server = Server::start_with_env(
+        dir.path(),
+        "300ms",
+        &[],
+        &[("SLUICE_TEST_ALTER_PAUSE_AFTER_COMMIT", "60s")],
+    )
+    .await;
+    server.create_table(REWRITTEN, "id BIGINT NOT NULL, device STRING, note STRING");
+    let location = server.table_info(REWRITTEN).await["storage_location"]
+        .as_str()
+        .expect("location")
+        .to_string();
+    let stream = server.json_stream(REWRITTEN).await;
+    send_all(
+        &stream,
+        (0..3)
+            .map(|id| json_record(json!({"id": id, "device": "j", "note": "n"})))
+            .collect(),
+        true,
+    )
+    .await;
+    wait_for_rows(&location, 3, Duration::from_secs(30)).await;
+    let url = server.url.clone();
+    let alter = tokio::task::spawn_blocking(move || {
+        crate::harness::cli_at(
+            &url,
+            &[
+                "table",
+                "alter",
+                REWRITTEN,
+                "--drop-columns",
+                "note",
+                "--rename-column",
+                "device TO sensor",
+                "--rewrite",
+            ],
+        )
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !server.log().contains("pausing between the Delta commit") {
+        assert!(std::time::Instant::now() < deadline, "{}", server.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    server.kill();
+    let _ = alter.await;
+    drop(stream);
+    server.env.clear();
+    server.restart().await;
+    assert!(
+        server.log().contains("completed in the catalog"),
+        "{}",
+        server.log()
+    );
+    let info = server.table_info(REWRITTEN).await;
+    let names: Vec<String> = uc_columns(&info).into_iter().map(|c| c.name).collect();
+    assert_eq!(names, ["id", "sensor"], "{info}");
+    let mut stream = server.json_stream(REWRITTEN).await;
+    send_all(
+        &stream,
+        vec![json_record(json!({"id": 100, "sensor": "new"}))],
+        true,
+    )
+    .await;
+    stream.close().await.expect("close");
+    server.terminate();
+    let (rows, _) = polars_rows(&location);
+    let got: Vec<(i64, String)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["id"].as_i64().expect("id"),
+                r["sensor"].as_str().unwrap_or("NULL").to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [(0, "j"), (1, "j"), (2, "j"), (100, "new")]
+            .map(|(i, s)| (i, s.to_string()))
+            .to_vec()
+    );
+}
