@@ -8,6 +8,9 @@ Spark here): a commit of a table written by `write_deltalake`, or a Parquet file
 columns carry the physical names (and Parquet field ids), plus the log JSON a writer with
 the feature would write. If a reader starts to support a feature, its test fails: then the
 README's "Evolving a table" section and `evolve::plan::WRITER_LIMIT` need a new look.
+
+The way Sluice does take those changes, `--rewrite` (every data file written again under the
+new schema, no table feature), is read by both: the last test alters a real Sluice table.
 """
 
 import json
@@ -91,3 +94,87 @@ def test_a_column_mapped_table_is_refused_by_polars_and_read_as_nulls_by_deltala
     assert rows == [{"id": None, "celsius": None}, {"id": None, "celsius": None}], rows
     with pytest.raises(Exception, match=r"requires reader version 2 \(column mapping\), which polars does not support"):
         pl.read_delta(path)
+
+
+def sluice_cli(server, *args):
+    """Runs `sluice ARGS` against `server` with the admin credentials; returns stdout."""
+    import subprocess
+
+    from conftest import CLIENT_ID, CLIENT_SECRET
+
+    env = dict(os.environ, SLUICE_CLIENT_ID=CLIENT_ID, SLUICE_CLIENT_SECRET=CLIENT_SECRET)
+    binary = os.environ.get("SLUICE_BIN", "target/debug/sluice")
+    env["SLUICE_SERVER"] = server.url
+    out = subprocess.run([binary, *args], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_a_table_altered_with_rewrite_is_read_by_both_readers(server):
+    """`sluice table alter --rewrite` (widen, drop; then rename through PATCH) on a Sluice
+    table with rows in several files: both readers read every row under the new schema,
+    and every live data file was written under it (no old file left in the table)."""
+    import time
+
+    from conftest import CLIENT_ID, CLIENT_SECRET, plain_sdk
+    from zerobus import TableProperties
+    from zerobus.sdk.shared import RecordType, StreamConfigurationOptions
+
+    name = "main.py.rewritten"
+    sluice_cli(server, "table", "create", name, "--columns",
+               "id BIGINT NOT NULL, device STRING, temp FLOAT, n INT, note STRING")
+    location = server.api("GET", "/" + name)["storage_location"]
+    sdk = plain_sdk(server)
+    options = StreamConfigurationOptions(record_type=RecordType.JSON)
+    stream = sdk.create_stream(CLIENT_ID, CLIENT_SECRET, TableProperties(name), options)
+    for part in range(3):
+        for i in range(part * 100, part * 100 + 100):
+            stream.ingest_record_offset(json.dumps(
+                {"id": i, "device": f"d{i % 7}", "temp": i + 0.25, "n": i * 1000, "note": "x"}))
+        stream.flush()
+        deadline = time.time() + 30
+        while DeltaTable(location).to_pyarrow_table().num_rows < part * 100 + 100:
+            assert time.time() < deadline
+            time.sleep(0.1)
+    stream.close()
+    files_before = len(DeltaTable(location).file_uris())
+    assert files_before >= 3
+
+    sluice_cli(server, "table", "alter", name, "--widen", "temp FLOAT TO DOUBLE",
+               "--widen", "n INT TO BIGINT", "--drop-columns", "note", "--rewrite")
+    info = server.api("PATCH", "/" + name, {"rename_column": "device TO sensor", "rewrite": True})
+    assert [c["name"] for c in info["columns"]] == ["id", "sensor", "temp", "n"]
+
+    stream = sdk.create_stream(CLIENT_ID, CLIENT_SECRET, TableProperties(name), options)
+    stream.ingest_record_offset(json.dumps(
+        {"id": 1000, "sensor": "new", "temp": 1e300, "n": 2 ** 40}))
+    stream.flush()
+    stream.close()
+    deadline = time.time() + 30
+    while DeltaTable(location).to_pyarrow_table().num_rows < 301:
+        assert time.time() < deadline
+        time.sleep(0.1)
+
+    table = DeltaTable(location)
+    arrow = table.to_pyarrow_table().sort_by("id")
+    assert arrow.schema.names == ["id", "sensor", "temp", "n"]
+    assert arrow.schema.field("temp").type == pa.float64()
+    assert arrow.schema.field("n").type == pa.int64()
+    frame = pl.read_delta(location).sort("id")
+    assert frame.columns == ["id", "sensor", "temp", "n"]
+    assert frame.schema["temp"] == pl.Float64
+    want_ids = list(range(300)) + [1000]
+    assert arrow.column("id").to_pylist() == want_ids
+    assert frame["id"].to_list() == want_ids
+    assert frame["sensor"].to_list() == [f"d{i % 7}" for i in range(300)] + ["new"]
+    assert frame["temp"].to_list() == [i + 0.25 for i in range(300)] + [1e300]
+    assert frame["n"].to_list() == [i * 1000 for i in range(300)] + [2 ** 40]
+    assert arrow.column("sensor").to_pylist() == frame["sensor"].to_list()
+    # Every live file was written under the new schema: no `note`, DOUBLE `temp`.
+    for uri in table.file_uris():
+        schema = pq.read_schema(uri.removeprefix("file://"))
+        assert "note" not in schema.names and "device" not in schema.names, uri
+        assert schema.field("temp").type == pa.float64(), uri
+    history = [h["operation"] for h in table.history()]
+    assert history.count("WRITE") >= 2, history

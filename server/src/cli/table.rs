@@ -78,6 +78,11 @@ pub enum TableCommand {
         /// Refuse unless the table's schema version (shown by describe) is still this.
         #[arg(long)]
         expected_schema_version: Option<i64>,
+        /// Let --widen, --drop-columns and --rename-column rewrite every data
+        /// file of the table under the new schema, in the same Delta commit
+        /// (cost: the whole table is read and written once).
+        #[arg(long)]
+        rewrite: bool,
     },
     /// Drop a table and delete its data.
     Drop {
@@ -163,6 +168,7 @@ pub async fn run(conn: ConnArgs, command: TableCommand) -> anyhow::Result<()> {
             rename_column,
             set_properties,
             expected_schema_version,
+            rewrite,
         } => {
             let body = serde_json::json!({
                 "add_columns": add_columns,
@@ -171,6 +177,7 @@ pub async fn run(conn: ConnArgs, command: TableCommand) -> anyhow::Result<()> {
                 "rename_column": rename_column,
                 "set_properties": set_properties.into_iter().collect::<std::collections::BTreeMap<_, _>>(),
                 "expected_schema_version": expected_schema_version,
+                "rewrite": rewrite,
             });
             let info = client.alter_table(&name, &body).await?;
             println!(

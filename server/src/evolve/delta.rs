@@ -22,6 +22,20 @@ pub fn delta_schema(table: &DeltaTable) -> Result<Vec<StructField>> {
     Ok(table.snapshot()?.schema().fields().cloned().collect())
 }
 
+/// Refuses the alter when the Delta columns of `table`'s loaded snapshot
+/// are no longer `expected` (the ones it was planned on).
+pub(super) fn check_stale(table: &DeltaTable, name: &str, expected: &[StructField]) -> Result<()> {
+    if delta_schema(table)? != expected {
+        return Err(ServerError::FailedPrecondition(format!(
+            "alter of {name}: the Delta table's schema at version {} is not the one the \
+             catalog holds (another alter changed it meanwhile); describe the table again \
+             and retry",
+            table.snapshot()?.version()
+        )));
+    }
+    Ok(())
+}
+
 /// Commits `next` (the table's Delta columns after the change) and the
 /// `delta.*` `properties` to `table` if its Delta columns are still
 /// `expected`; returns the version of the commit.
@@ -37,16 +51,8 @@ pub async fn commit_schema(
         .map_err(|e| ServerError::InvalidArgument(format!("alter: {e}")))?;
     for _ in 0..ATTEMPTS {
         crate::commit::reload(table).await?;
+        check_stale(table, name, expected)?;
         let snapshot = table.snapshot()?;
-        let have = delta_schema(table)?;
-        if have != expected {
-            return Err(ServerError::FailedPrecondition(format!(
-                "alter of {name}: the Delta table's schema at version {} is not the one the \
-                 catalog holds (another alter changed it meanwhile); describe the table again \
-                 and retry",
-                snapshot.version()
-            )));
-        }
         check_features(snapshot.protocol(), added)?;
         let kernel =
             |e: deltalake::kernel::Error| ServerError::Internal(format!("alter of {name}: {e}"));
@@ -94,9 +100,12 @@ pub async fn commit_schema(
     )))
 }
 
-/// Refuses new columns that need a table feature the protocol lacks
+/// Refuses new (or retyped) columns that need a table feature the protocol lacks
 /// (TIMESTAMP_NTZ needs `timestampNtz`; a protocol change is not built).
-fn check_features(protocol: &deltalake::kernel::Protocol, added: &[StructField]) -> Result<()> {
+pub(super) fn check_features(
+    protocol: &deltalake::kernel::Protocol,
+    added: &[StructField],
+) -> Result<()> {
     use deltalake::kernel::{DataType, PrimitiveType};
     fn has_ntz(t: &DataType) -> bool {
         match t {

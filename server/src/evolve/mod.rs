@@ -10,6 +10,7 @@
 
 pub mod delta;
 pub mod plan;
+pub mod rewrite;
 
 pub use plan::{plan, Alter, Plan, AUTO_EVOLVE, WRITER_LIMIT};
 

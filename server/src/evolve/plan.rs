@@ -5,12 +5,16 @@
 //! Built: adding nullable columns at the end, and nullable fields at the end
 //! of an existing STRUCT column (give the whole STRUCT with the new fields
 //! after the old ones); setting `delta.*` table properties and
-//! `sluice.autoEvolve` ([`AUTO_EVOLVE`]). Refused, each
-//! with its reason: a NOT NULL column; a name that exists; narrowing a type;
-//! dropping a partition column; renaming to a name that exists; and — for
-//! now — the changes the Delta writer Sluice commits with cannot write
-//! (type widening: table feature `typeWidening`; drop and rename: column
-//! mapping), see [`WRITER_LIMIT`].
+//! `sluice.autoEvolve` ([`AUTO_EVOLVE`]); and, with `rewrite` (`--rewrite`),
+//! widening a top-level column's type, dropping columns and renaming one —
+//! done by rewriting every data file in the commit of the new schema
+//! (`evolve::rewrite`), because the zero-copy way (Delta `typeWidening`,
+//! column mapping) is what the Delta writer Sluice commits with cannot write
+//! ([`WRITER_LIMIT`]). Refused, each with its reason: a NOT NULL column
+//! added; a name that exists; narrowing or another non-widening type change;
+//! dropping or renaming a partition column; dropping the table's last
+//! column; renaming to a name that exists; widen, drop, rename without
+//! `rewrite`.
 
 use std::collections::BTreeMap;
 
@@ -46,6 +50,8 @@ pub struct Alter {
     pub set_properties: BTreeMap<String, String>,
     /// Refuse unless the table's schema version is still this one.
     pub expected_schema_version: Option<i64>,
+    /// Widen, drop and rename by rewriting the table's data files.
+    pub rewrite: bool,
 }
 
 impl Alter {
@@ -71,7 +77,15 @@ pub struct Plan {
     pub properties: BTreeMap<String, String>,
     /// `sluice.*` properties to set in the catalog entry (`sluice.autoEvolve`).
     pub sluice_properties: BTreeMap<String, String>,
+    /// Whether the data files must be rewritten (a widen, drop or rename).
+    pub rewrite: bool,
+    /// Columns renamed, `(old, new)`, in order.
+    pub renames: Vec<(String, String)>,
 }
+
+/// How to ask for a rewrite, appended to the refusals without one.
+const ASK_REWRITE: &str = "give --rewrite (`\"rewrite\": true` in the PATCH body) to rewrite \
+     every data file of the table under the new schema in the same Delta commit";
 
 /// The table property that lets JSON records with unknown top-level keys add
 /// nullable columns (`add-columns`; `off` or absent: unknown keys fail the
@@ -109,17 +123,19 @@ pub fn plan(
                 .into(),
         ));
     }
+    let mut next = schema.clone();
     for text in &alter.widen {
-        check_widen(schema, text)?;
+        widen(&mut next, text, alter.rewrite)?;
     }
     for name in &alter.drop_columns {
-        check_drop(schema, added, partitions, name)?;
+        drop_column(&mut next, added, partitions, name, alter.rewrite)?;
     }
+    let mut renames = Vec::new();
     if let Some(text) = &alter.rename_column {
-        check_rename(schema, added, text)?;
+        renames.push(rename(&mut next, added, partitions, text, alter.rewrite)?);
     }
+    let rewrite = next != *schema;
     let (properties, sluice_properties) = check_properties(&alter.set_properties)?;
-    let mut next = schema.clone();
     let mut names = Vec::new();
     if let Some(text) = alter
         .add_columns
@@ -141,6 +157,8 @@ pub fn plan(
         added: names,
         properties,
         sluice_properties,
+        rewrite,
+        renames,
     })
 }
 
@@ -237,8 +255,9 @@ fn parse_type(text: &str, what: &str) -> Result<ColumnType> {
         .map_err(|e| ServerError::InvalidArgument(format!("{what}: type `{text}`: {e}")))
 }
 
-/// `col FROM TO to`: the column has type FROM; TO must be a Delta type widening.
-fn check_widen(schema: &TableSchema, text: &str) -> Result<()> {
+/// `col FROM TO to`: the column has type FROM; TO must be a Delta type
+/// widening. Changes the column's type in `next` (with `rewrite`).
+fn widen(next: &mut TableSchema, text: &str, rewrite: bool) -> Result<()> {
     let words: Vec<&str> = text.split_whitespace().collect();
     let [name, from, to_kw, to] = words.as_slice() else {
         return Err(ServerError::InvalidArgument(format!(
@@ -250,7 +269,7 @@ fn check_widen(schema: &TableSchema, text: &str) -> Result<()> {
             "widen: `{text}` must be `COLUMN FROM_TYPE TO TO_TYPE`"
         )));
     }
-    let have = column(schema, name, "widen")?;
+    let have = column(next, name, "widen")?.clone();
     let (from, to) = (parse_type(from, "widen")?, parse_type(to, "widen")?);
     if have.data_type != from {
         return Err(ServerError::InvalidArgument(format!(
@@ -270,39 +289,65 @@ fn check_widen(schema: &TableSchema, text: &str) -> Result<()> {
             have.name
         )));
     }
-    Err(ServerError::Unimplemented(format!(
-        "widen: {} → {} of column `{}` needs the Delta table feature typeWidening; \
-         {WRITER_LIMIT}",
-        from.sql(),
-        to.sql(),
-        have.name
-    )))
-}
-
-fn check_drop(
-    schema: &TableSchema,
-    added: AddedColumns,
-    partitions: &[String],
-    name: &str,
-) -> Result<()> {
-    check_reserved(added, name)?;
-    let have = column(schema, name, "drop columns")?;
-    if partitions
-        .iter()
-        .any(|p| p.eq_ignore_ascii_case(&have.name))
-    {
-        return Err(ServerError::InvalidArgument(format!(
-            "drop columns: `{}` is a partition column of the Delta table and cannot be dropped",
+    if !rewrite {
+        return Err(ServerError::Unimplemented(format!(
+            "widen: {} → {} of column `{}` in place needs the Delta table feature \
+             typeWidening; {WRITER_LIMIT}; {ASK_REWRITE}",
+            from.sql(),
+            to.sql(),
             have.name
         )));
     }
-    Err(ServerError::Unimplemented(format!(
-        "drop columns: dropping `{}` needs Delta column mapping (mode name); {WRITER_LIMIT}",
-        have.name
-    )))
+    let i = next.column_index(name).unwrap_or_default();
+    next.columns[i].data_type = to;
+    Ok(())
 }
 
-fn check_rename(schema: &TableSchema, added: AddedColumns, text: &str) -> Result<()> {
+/// Refuses a change of partition column `name`.
+fn check_not_partition(partitions: &[String], name: &str, what: &str) -> Result<()> {
+    if partitions.iter().any(|p| p.eq_ignore_ascii_case(name)) {
+        return Err(ServerError::InvalidArgument(format!(
+            "{what}: `{name}` is a partition column of the Delta table and cannot be changed"
+        )));
+    }
+    Ok(())
+}
+
+/// Removes column `name` from `next` (with `rewrite`).
+fn drop_column(
+    next: &mut TableSchema,
+    added: AddedColumns,
+    partitions: &[String],
+    name: &str,
+    rewrite: bool,
+) -> Result<()> {
+    check_reserved(added, name)?;
+    let have = column(next, name, "drop columns")?.name.clone();
+    check_not_partition(partitions, &have, "drop columns")?;
+    if next.columns.len() == 1 {
+        return Err(ServerError::InvalidArgument(format!(
+            "drop columns: `{have}` is the table's last column; a table keeps at least one \
+             (drop the table instead)"
+        )));
+    }
+    if !rewrite {
+        return Err(ServerError::Unimplemented(format!(
+            "drop columns: dropping `{have}` in place needs Delta column mapping (mode \
+             name); {WRITER_LIMIT}; {ASK_REWRITE}"
+        )));
+    }
+    next.columns.retain(|c| c.name != have);
+    Ok(())
+}
+
+/// `old TO new`: renames the column in `next` (with `rewrite`); returns `(old, new)`.
+fn rename(
+    next: &mut TableSchema,
+    added: AddedColumns,
+    partitions: &[String],
+    text: &str,
+    rewrite: bool,
+) -> Result<(String, String)> {
     let words: Vec<&str> = text.split_whitespace().collect();
     let [old, to_kw, new] = words.as_slice() else {
         return Err(ServerError::InvalidArgument(format!(
@@ -314,18 +359,26 @@ fn check_rename(schema: &TableSchema, added: AddedColumns, text: &str) -> Result
             "rename column: `{text}` must be `OLD TO NEW`"
         )));
     }
-    let have = column(schema, old, "rename column")?;
+    let have = column(next, old, "rename column")?.name.clone();
     check_reserved(added, new)?;
-    if let Some(i) = schema.column_index(new) {
+    check_not_partition(partitions, &have, "rename column")?;
+    if let Some(i) = next.column_index(new) {
         return Err(ServerError::InvalidArgument(format!(
-            "rename column: cannot rename `{}` to `{new}`: the table already has a column `{}`",
-            have.name, schema.columns[i].name
+            "rename column: cannot rename `{have}` to `{new}`: the table already has a column `{}`",
+            next.columns[i].name
         )));
     }
-    Err(ServerError::Unimplemented(format!(
-        "rename column: renaming `{}` needs Delta column mapping (mode name); {WRITER_LIMIT}",
-        have.name
-    )))
+    if !rewrite {
+        return Err(ServerError::Unimplemented(format!(
+            "rename column: renaming `{have}` in place needs Delta column mapping (mode \
+             name); {WRITER_LIMIT}; {ASK_REWRITE}"
+        )));
+    }
+    let i = next.column_index(&have).unwrap_or_default();
+    next.columns[i].name = (*new).to_string();
+    next.validate()
+        .map_err(|e| ServerError::InvalidArgument(format!("rename column: {e}")))?;
+    Ok((have, (*new).to_string()))
 }
 
 /// Splits the properties into `delta.*` ones and `sluice.autoEvolve`;
@@ -533,6 +586,110 @@ mod tests {
             let got = refused(&s, &alter);
             assert!(got.contains(want), "{alter:?}: {got}");
         }
+    }
+
+    #[test]
+    fn with_rewrite_widen_drop_and_rename_give_the_new_schema() {
+        let s = schema("id BIGINT NOT NULL, t FLOAT, d DATE, n INT, note STRING, day DATE");
+        let alter = Alter {
+            widen: vec![
+                "t FLOAT TO DOUBLE".into(),
+                "d DATE TO TIMESTAMP_NTZ".into(),
+                "n INT TO BIGINT".into(),
+            ],
+            drop_columns: vec!["note".into()],
+            rename_column: Some("t TO celsius".into()),
+            rewrite: true,
+            ..Alter::default()
+        };
+        let p = plan(&s, AddedColumns::default(), &["day".into()], &alter).expect("plan");
+        assert!(p.rewrite);
+        assert_eq!(
+            p.schema.to_sql(),
+            schema("id BIGINT NOT NULL, celsius DOUBLE, d TIMESTAMP_NTZ, n BIGINT, day DATE")
+                .to_sql()
+        );
+        assert_eq!(p.renames, [("t".to_string(), "celsius".to_string())]);
+        // An additive change alone needs no rewrite, even when asked.
+        let p = plan(
+            &s,
+            AddedColumns::default(),
+            &[],
+            &Alter {
+                rewrite: true,
+                ..add("h DOUBLE")
+            },
+        )
+        .expect("plan");
+        assert!(!p.rewrite);
+        let refusals: Vec<(Alter, &str)> = vec![
+            (
+                Alter {
+                    drop_columns: vec![
+                        "id".into(),
+                        "t".into(),
+                        "d".into(),
+                        "n".into(),
+                        "note".into(),
+                        "day".into(),
+                    ],
+                    rewrite: true,
+                    ..Alter::default()
+                },
+                "partition column",
+            ),
+            (
+                Alter {
+                    rename_column: Some("day TO d2".into()),
+                    rewrite: true,
+                    ..Alter::default()
+                },
+                "partition column",
+            ),
+            (
+                Alter {
+                    widen: vec!["n INT TO SMALLINT".into()],
+                    rewrite: true,
+                    ..Alter::default()
+                },
+                "not a type widening",
+            ),
+            (
+                Alter {
+                    widen: vec!["note STRING TO BINARY".into()],
+                    rewrite: true,
+                    ..Alter::default()
+                },
+                "not a type widening",
+            ),
+            (
+                Alter {
+                    drop_columns: vec!["note".into()],
+                    rename_column: Some("note TO x".into()),
+                    rewrite: true,
+                    ..Alter::default()
+                },
+                "no column `note`",
+            ),
+            (
+                Alter {
+                    drop_columns: vec!["note".into()],
+                    ..Alter::default()
+                },
+                "give --rewrite",
+            ),
+        ];
+        for (alter, want) in refusals {
+            let got = refused(&s, &alter);
+            assert!(got.contains(want), "{alter:?}: {got}");
+        }
+        let one = schema("id BIGINT");
+        let last = Alter {
+            drop_columns: vec!["id".into()],
+            rewrite: true,
+            ..Alter::default()
+        };
+        assert!(refused(&one, &last).contains("the table's last column"));
     }
 
     #[test]

@@ -152,6 +152,8 @@ pub struct AlterTable {
     set_properties: std::collections::BTreeMap<String, String>,
     #[serde(default)]
     expected_schema_version: Option<i64>,
+    #[serde(default)]
+    rewrite: bool,
 }
 
 /// PATCH a table: change its schema or properties (`sluice table alter`).
@@ -168,6 +170,7 @@ pub async fn alter(
         rename_column: body.rename_column,
         set_properties: body.set_properties,
         expected_schema_version: body.expected_schema_version,
+        rewrite: body.rewrite,
     };
     let altered = async {
         let entry = tables::alter_table(&pod, &caller, &full_name, alter).await?;

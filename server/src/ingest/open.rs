@@ -194,6 +194,7 @@ pub async fn log_open_frame(
         format,
         descriptor,
         persistent_id: persistent.map(str::to_string),
+        columns: Some(sink.schema().to_sql()),
     };
     let payload = Arc::new(open.encode());
     let lsn = sink

@@ -70,6 +70,17 @@ impl RequestParser {
         self.builder.len()
     }
 
+    /// Whether the stream's records can write top-level column `name`: a
+    /// protobuf descriptor only its fields; a JSON record any column (the
+    /// stream was opened with them all); Avro and Arrow are taken as writing
+    /// every column.
+    pub fn writes_column(&self, name: &str) -> bool {
+        match &self.plan {
+            RecordPlan::Proto(plan) => plan.columns().any(|c| c.eq_ignore_ascii_case(name)),
+            _ => true,
+        }
+    }
+
     /// Whether the stream sends JSON records.
     pub fn is_json(&self) -> bool {
         self.format == RecordFormat::Json

@@ -151,6 +151,7 @@ impl StreamState<'_> {
         // Set once the pod drains: CloseStreamSignal was sent; the stream keeps reading and
         // acking until the client moves away or this passes.
         let mut close_deadline: Option<tokio::time::Instant> = None;
+        let mut schema_changes = self.opened.sink.watch_schema();
         loop {
             if let Err(end) = self.acks.send_durable().await {
                 return end;
@@ -167,6 +168,11 @@ impl StreamState<'_> {
                     }
                 }
                 _ = sleep_until_some(close_deadline) => return End::Shutdown,
+                Ok(()) = schema_changes.changed() => {
+                    if let Some(column) = self.column_gone() {
+                        return self.schema_broken(&column).await;
+                    }
+                }
                 changed = self.acks.durable_changed() => {
                     if let Err(end) = changed {
                         return end;
@@ -214,6 +220,40 @@ impl StreamState<'_> {
                 "persistent stream `{id}` was resumed on another connection; this one ends"
             )),
         })
+    }
+
+    /// A top-level column this stream can write that the table no longer
+    /// has under that name (dropped or renamed by `sluice table alter`). A
+    /// widened column is not one: the stream's rows are cast when flushed.
+    fn column_gone(&self) -> Option<String> {
+        let now = self.opened.sink.schema();
+        self.opened
+            .built_for
+            .columns
+            .iter()
+            .filter(|c| self.opened.parser.writes_column(&c.name))
+            .find(|c| {
+                !now.columns
+                    .iter()
+                    .any(|n| n.name.eq_ignore_ascii_case(&c.name))
+            })
+            .map(|c| c.name.clone())
+    }
+
+    /// The table dropped or renamed `column`, which this stream writes:
+    /// `CloseStreamSignal` now, then (after the acks of what it sent) the
+    /// status naming the column; the client fetches the schema and reopens.
+    async fn schema_broken(&self, column: &str) -> End {
+        tracing::info!(stream_id = %self.opened.stream_id, table = self.opened.sink.name(), column, "stream ended: the table no longer has a column it writes");
+        if let Err(end) = self.acks.send_close_signal(std::time::Duration::ZERO).await {
+            return end;
+        }
+        End::Failed(Status::failed_precondition(format!(
+            "table {} was altered: column `{column}`, which this stream writes, was dropped or \
+             renamed; records acked so far are kept; fetch the table's schema and open a new \
+             stream",
+            self.opened.sink.name()
+        )))
     }
 
     /// How a failed read ends the stream.

@@ -66,6 +66,8 @@ pub enum FrameError {
 
 /// Tag of the stream-open tail that carries a persistent stream id.
 const TAIL_PERSISTENT_ID: u8 = 1;
+/// Tail of a stream-open frame: the table's columns at the open (u32 length, SQL text).
+const TAIL_COLUMNS: u8 = 2;
 
 /// WAL frame kind of a stream-open payload.
 pub const KIND_STREAM_OPEN: u8 = 1;
@@ -120,6 +122,11 @@ pub struct StreamOpen {
     pub descriptor: Vec<u8>,
     /// The persistent stream this connection writes (None: an ephemeral stream).
     pub persistent_id: Option<String>,
+    /// The table's columns (SQL) when the stream opened, which its rows were
+    /// built for: replay parses a record under them when the table's columns
+    /// no longer take it (a column dropped or renamed since; None: not
+    /// recorded, frames of older versions).
+    pub columns: Option<String>,
 }
 
 impl StreamOpen {
@@ -141,6 +148,11 @@ impl StreamOpen {
             out.extend_from_slice(&(id.len() as u16).to_le_bytes());
             out.extend_from_slice(id);
         }
+        if let Some(columns) = &self.columns {
+            out.push(TAIL_COLUMNS);
+            out.extend_from_slice(&(columns.len() as u32).to_le_bytes());
+            out.extend_from_slice(columns.as_bytes());
+        }
         out
     }
 
@@ -160,25 +172,31 @@ impl StreamOpen {
         };
         let desc_len = r.u32()? as usize;
         let descriptor = r.take(desc_len)?.to_vec();
-        let persistent_id = if r.pos == bytes.len() {
-            None
-        } else {
+        let (mut persistent_id, mut columns) = (None, None);
+        while r.pos < bytes.len() {
             match r.u8()? {
                 TAIL_PERSISTENT_ID => {
                     let len = r.u16()? as usize;
                     let id = String::from_utf8(r.take(len)?.to_vec())
                         .map_err(|_| FrameError::IdNotUtf8)?;
-                    Some(id)
+                    persistent_id = Some(id);
+                }
+                TAIL_COLUMNS => {
+                    let len = r.u32()? as usize;
+                    let text = String::from_utf8(r.take(len)?.to_vec())
+                        .map_err(|_| FrameError::IdNotUtf8)?;
+                    columns = Some(text);
                 }
                 other => return Err(FrameError::UnknownTail(other)),
             }
-        };
+        }
         Ok(StreamOpen {
             stream_key,
             table,
             format,
             descriptor,
             persistent_id,
+            columns,
         })
     }
 }
@@ -467,8 +485,18 @@ mod tests {
             format: RecordFormat::Proto,
             descriptor: vec![1, 2, 3],
             persistent_id: None,
+            columns: None,
         };
         assert_eq!(StreamOpen::decode(&open.encode()).expect("decode"), open);
+        let with_columns = StreamOpen {
+            persistent_id: Some("p".into()),
+            columns: Some("id BIGINT NOT NULL, note STRING".into()),
+            ..open.clone()
+        };
+        assert_eq!(
+            StreamOpen::decode(&with_columns.encode()).expect("decode"),
+            with_columns
+        );
         let avro = StreamOpen {
             format: RecordFormat::Avro,
             descriptor: br#"{"type":"record","name":"R","fields":[]}"#.to_vec(),
@@ -495,6 +523,7 @@ mod tests {
             format: RecordFormat::Json,
             descriptor: Vec::new(),
             persistent_id: None,
+            columns: None,
         };
         let persistent = StreamOpen {
             persistent_id: Some("0b7e-id".into()),

@@ -59,6 +59,46 @@ struct ReplayStream {
     plan: Option<Option<RecordPlan>>,
     /// An Arrow stream's schema and its fit to the table (None: they no longer fit).
     arrow: Option<Option<(SchemaRef, Conform)>>,
+    /// The plan and a builder under the columns the stream opened with, for
+    /// records the table's columns no longer take (None: none recorded, the
+    /// same as the table's, or they do not compile).
+    opened: Option<Option<(RecordPlan, RecordBatchBuilder)>>,
+}
+
+/// Appends one record to `builder` under `plan` (None: not a record replay parses).
+fn append_record(
+    plan: &RecordPlan,
+    builder: &mut RecordBatchBuilder,
+    record: &[u8],
+) -> Option<std::result::Result<(), sluice_zeroparser::DecodeError>> {
+    match plan {
+        RecordPlan::Proto(plan) => Some(builder.append_proto(plan, record)),
+        RecordPlan::Avro(plan) => Some(builder.append_avro(plan, record)),
+        RecordPlan::Json => std::str::from_utf8(record)
+            .ok()
+            .map(|text| builder.append_json(text)),
+        RecordPlan::Arrow => None,
+    }
+}
+
+/// The plan and builder of `open`'s own columns, when they differ from the
+/// table's current ones (`sink`'s) and still compile.
+fn opened_under(
+    open: &StreamOpen,
+    sink: &crate::sink::SharedSink,
+) -> Option<(RecordPlan, RecordBatchBuilder)> {
+    let schema = sluice_zeroparser::TableSchema::parse(open.columns.as_deref()?).ok()?;
+    if schema == *sink.schema() {
+        return None;
+    }
+    let plan = RecordPlan::compile(
+        open.format,
+        &open.descriptor,
+        &schema,
+        sink.keeps_rescued_data(),
+    )
+    .ok()?;
+    Some((plan, sink.batch_builder_for(&schema).ok()?))
 }
 
 /// Replays the records of `wal` that their table in `sinks` has not
@@ -78,6 +118,7 @@ pub fn replay(wal: &Wal, sinks: &Sinks, registry: &StreamRegistry) -> Result<Rep
                     open_end_lsn: frame.end_lsn,
                     plan: None,
                     arrow: None,
+                    opened: None,
                 },
             );
         }
@@ -186,28 +227,54 @@ pub fn replay(wal: &Wal, sinks: &Sinks, registry: &StreamRegistry) -> Result<Rep
             Entry::Vacant(at) => at.insert(sink.batch_builder()?),
         };
         let mut offsets = Vec::with_capacity(records.records.len());
+        let mut opened_offsets = Vec::new();
         for (offset, record) in &records.records {
-            let result = match plan.as_ref() {
-                Some(RecordPlan::Proto(plan)) => builder.append_proto(plan, record),
-                Some(RecordPlan::Avro(plan)) => builder.append_avro(plan, record),
-                Some(RecordPlan::Json) => match std::str::from_utf8(record) {
-                    Ok(text) => builder.append_json(text),
-                    Err(_) => continue,
-                },
-                Some(RecordPlan::Arrow) | None => continue,
+            let result = plan
+                .as_ref()
+                .and_then(|plan| append_record(plan, builder, record));
+            let error = match result {
+                Some(Ok(())) => {
+                    offsets.push(*offset);
+                    continue;
+                }
+                Some(Err(e)) => e.to_string(),
+                None if plan.is_none() => "the descriptor no longer fits the table".to_string(),
+                None => continue,
             };
-            match result {
-                Ok(()) => offsets.push(*offset),
-                Err(e) => {
-                    tracing::error!(table = sink.name(), offset, "replay: record rejected: {e}")
+            // A column the record writes was dropped or renamed since the
+            // stream opened: its rows are built as the live path built them,
+            // and fitted to the table when flushed (`sink::fit`).
+            let opened = stream
+                .opened
+                .get_or_insert_with(|| opened_under(&stream.open, &sink));
+            if let Some((plan, old)) = opened.as_mut() {
+                if let Some(Ok(())) = append_record(plan, old, record) {
+                    opened_offsets.push(*offset);
+                    continue;
                 }
             }
+            tracing::error!(
+                table = sink.name(),
+                offset,
+                "replay: record rejected: {error}"
+            );
         }
         let batch =
             sink.with_system_columns(builder.finish(), records.stream_key, offsets.into_iter())?;
         report.rows += batch.num_rows();
         report.frames += 1;
-        sink.append_replayed(batch, frame.end_lsn, mark)?;
+        sink.append_replayed(batch, frame.end_lsn, mark.clone())?;
+        if let Some(Some((_, old))) = stream.opened.as_mut() {
+            if !opened_offsets.is_empty() {
+                let batch = sink.with_system_columns(
+                    old.finish(),
+                    records.stream_key,
+                    opened_offsets.into_iter(),
+                )?;
+                report.rows += batch.num_rows();
+                sink.append_replayed(batch, frame.end_lsn, None)?;
+            }
+        }
         registry.register(
             records.stream_key,
             &stream.open.table,

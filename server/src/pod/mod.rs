@@ -140,6 +140,30 @@ impl Pod {
         Ok(Some(sink))
     }
 
+    /// In a cluster: applies, once a second, the catalog's columns of every
+    /// open sink whose table was altered on another pod, so a stream here
+    /// that writes a column the alter dropped or renamed is ended
+    /// (`ingest::stream`) without waiting for a new stream of the table.
+    pub fn spawn_schema_watch(self: &Arc<Self>) {
+        let pod = Arc::downgrade(self);
+        let shutdown = self.shutdown.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+            loop {
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tick.tick() => {}
+                }
+                let Some(pod) = pod.upgrade() else { return };
+                for sink in pod.sinks.all() {
+                    if let Err(e) = pod.apply_schema(&sink).await {
+                        tracing::warn!(table = sink.name(), "applying the catalog's schema: {e}");
+                    }
+                }
+            }
+        });
+    }
+
     /// Applies the catalog's columns of `sink`'s table when they differ from
     /// the sink's (an alter on another pod, seen through the catalog watch),
     /// so a stream opening now compiles against the table as it is.

@@ -142,7 +142,7 @@ impl Pod {
             crate::health::warehouse_watch::probe_interval(config.warehouse_unhealthy_after),
             shutdown.clone(),
         )?;
-        Ok(Arc::new(Pod {
+        let pod = Arc::new(Pod {
             config,
             catalog,
             auth,
@@ -160,7 +160,11 @@ impl Pod {
             idempotency: keys,
             idem_claims,
             warehouse_watch,
-        }))
+        });
+        if pod.config.cluster.is_some() {
+            pod.spawn_schema_watch();
+        }
+        Ok(pod)
     }
 
     /// Graceful stop: streams ack what is durable and end, every memtable is

@@ -108,6 +108,7 @@ impl RestIngest {
                     format: RecordFormat::Json,
                     descriptor: Vec::new(),
                     persistent_id: None,
+                    columns: Some(sink.schema().to_sql()),
                 };
                 let payload = Arc::new(open.encode());
                 let lsn = sink

@@ -59,7 +59,8 @@ pub async fn write_files(table: &DeltaTable, batch: RecordBatch) -> Result<Vec<A
     let batch = if super::fit::all_fit(&[&batch], &target) {
         batch
     } else {
-        super::fit::fit_batch(&batch, &target)?
+        let renames = super::fit::renames(table.snapshot()?.metadata().configuration());
+        super::fit::fit_batch(&batch, &target, &renames)?
     };
     writer.write(batch).await?;
     Ok(writer.flush().await?)

@@ -11,7 +11,7 @@
 mod commit;
 mod delta_schema;
 pub(crate) mod file_layout;
-mod fit;
+pub mod fit;
 pub mod open_frames;
 pub mod rescued_data;
 pub mod stream_txns;

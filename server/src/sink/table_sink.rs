@@ -104,6 +104,9 @@ pub struct TableSink {
     auto_evolve: AtomicBool,
     /// When an unknown key last added columns (auto-evolve is paced per table).
     last_auto_evolve: Mutex<Option<Instant>>,
+    /// Counts the schema changes this sink applied; open streams watch it
+    /// (a stream writing a column that went away ends).
+    schema_changes: tokio::sync::watch::Sender<u64>,
 }
 
 /// How a sink flushes and hands off, beside its table and WAL.
@@ -165,7 +168,13 @@ impl TableSink {
             pod_id: options.pod_id,
             auto_evolve: AtomicBool::new(false),
             last_auto_evolve: Mutex::new(None),
+            schema_changes: tokio::sync::watch::Sender::new(0),
         }
+    }
+
+    /// A receiver that sees every schema change this sink applies.
+    pub fn watch_schema(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.schema_changes.subscribe()
     }
 
     /// Whether JSON records with unknown top-level keys add columns.
@@ -216,6 +225,8 @@ impl TableSink {
             .write()
             .map_err(|_| ServerError::Internal(format!("schema of {} poisoned", self.name)))?;
         *current = Arc::new(schema);
+        drop(current);
+        self.schema_changes.send_modify(|n| *n += 1);
         Ok(())
     }
 
@@ -424,9 +435,11 @@ impl TableSink {
         let rows: usize = batches.iter().map(|(b, _)| b.num_rows()).sum();
         let written = async {
             self.wal.wait_durable(last_lsn).await?;
+            let renames = super::fit::renames(delta.snapshot()?.metadata().configuration());
             let batch = concat(
                 &batches,
                 &super::commit::layout_writer(&delta)?.arrow_schema(),
+                &renames,
             )?;
             let schema_id = crate::commit::schema_id(&delta)?;
             Ok::<_, ServerError>((write_files(&delta, batch.clone()).await?, batch, schema_id))
@@ -578,7 +591,11 @@ fn stream_offsets(marks: &[(Lsn, StreamMark)]) -> Vec<(String, i64)> {
 
 /// The memtable's batches as one; batches of an older schema than the
 /// table's (`target`, the writer's) are fitted to it first.
-fn concat(batches: &[(RecordBatch, Lsn)], target: &arrow_schema::SchemaRef) -> Result<RecordBatch> {
+fn concat(
+    batches: &[(RecordBatch, Lsn)],
+    target: &arrow_schema::SchemaRef,
+    renames: &super::fit::Renames,
+) -> Result<RecordBatch> {
     let schema = batches
         .first()
         .map(|(b, _)| b.schema())
@@ -590,7 +607,7 @@ fn concat(batches: &[(RecordBatch, Lsn)], target: &arrow_schema::SchemaRef) -> R
     }
     let fitted = refs
         .iter()
-        .map(|b| super::fit::fit_batch(b, target))
+        .map(|b| super::fit::fit_batch(b, target, renames))
         .collect::<Result<Vec<_>>>()?;
     deltalake::arrow::compute::concat_batches(target, &fitted)
         .map_err(|e| ServerError::Internal(format!("concatenating memtable batches: {e}")))

@@ -5,7 +5,10 @@
 //! applied to this pod's sink. Other pods apply it when their next stream of
 //! the table opens (`Pod::sink_for` compares the catalog's columns with the
 //! sink's). Open streams keep running: their rows lack the new columns, which
-//! a flush fills with nulls (`sink::fit`).
+//! a flush fills with nulls (`sink::fit`). A widen, drop or rename with
+//! `rewrite` commits the rewritten data files with the new schema
+//! (`evolve::rewrite`); streams writing a dropped or renamed column are
+//! then ended by their pod (`ingest::stream`).
 
 use std::time::Duration;
 
@@ -80,15 +83,36 @@ pub async fn alter_table_unchecked(pod: &Pod, full_name: &str, alter: Alter) -> 
     let columns = plan.schema.to_sql();
     pod.catalog
         .begin_alter(&entry.full_name, &entry.columns, &columns)?;
-    let committed = evolve::delta::commit_schema(
-        &mut table,
-        &entry.full_name,
-        &expected,
-        &next,
-        &plan.properties,
-        &added_fields,
-    )
-    .await;
+    let committed = if plan.rewrite {
+        evolve::rewrite::commit_rewrite(
+            &mut table,
+            pod.warehouse.storage_options(),
+            &entry.full_name,
+            &expected,
+            &next,
+            &plan.properties,
+            &plan.renames,
+        )
+        .await
+        .map(|done| {
+            tracing::info!(table = %entry.full_name, version = done.version, rows = done.rows,
+                files_removed = done.files_removed, files_added = done.files_added,
+                attempts = done.attempts, seconds = done.seconds,
+                rows_per_second = done.rows as f64 / done.seconds.max(1e-9),
+                "table rewritten under its new schema");
+            done.version
+        })
+    } else {
+        evolve::delta::commit_schema(
+            &mut table,
+            &entry.full_name,
+            &expected,
+            &next,
+            &plan.properties,
+            &added_fields,
+        )
+        .await
+    };
     let version = match committed {
         Ok(version) => version,
         Err(e) => {

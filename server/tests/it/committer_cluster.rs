@@ -444,6 +444,159 @@ async fn an_alter_under_load_reaches_every_pod_and_no_file_of_the_old_schema_is_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rewriting_alter_under_load_loses_no_acked_row_and_leaves_only_files_of_the_new_schema() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (etcd, mut pods, _) = cluster(dir.path(), 3, "main.elect.unused").await;
+    let table = "main.elect.rewrite";
+    pods[0].create_table(table, "id BIGINT NOT NULL, stream INT, seq BIGINT");
+    let location = pods[0].table_info(table).await["storage_location"]
+        .as_str()
+        .expect("storage_location")
+        .to_string();
+    let urls: Vec<String> = pods.iter().map(|p| p.url.clone()).collect();
+    // Pod 1 pauses 2 s between writing the rewritten files and its first commit attempt,
+    // so appends land first and the rewrite must take in the files they added.
+    pods[1].terminate();
+    pods[1].env.push((
+        "SLUICE_TEST_REWRITE_PAUSE_BEFORE_COMMIT".into(),
+        "2s".into(),
+    ));
+    pods[1].restart().await;
+    wait_for_pods(
+        &etcd.join,
+        Duration::from_secs(20),
+        "pods registered",
+        |p| p.len() == 3,
+    )
+    .await;
+    let load = Load::start(&urls, 2, table).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Through pod 1, while all six streams (two per pod) send and every pod hands off.
+    let out = pods[1].cli(&[
+        "table",
+        "alter",
+        table,
+        "--widen",
+        "stream INT TO BIGINT",
+        "--rewrite",
+    ]);
+    assert!(
+        out.status.success(),
+        "alter: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let version = pods[1].table_info(table).await["schema_version"]
+        .as_u64()
+        .expect("schema version");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (ledgers, sent) = load.finish(|| logs(&pods)).await;
+    let verdict = settle(&ledgers, &location, &HashSet::new()).await;
+    let rewrite = pods[1]
+        .log()
+        .lines()
+        .find(|l| l.contains("table rewritten under its new schema"))
+        .map(str::to_string)
+        .unwrap_or_default();
+    eprintln!(
+        "rewrite under load: {sent} records; alter at version {version}; {}; {rewrite}",
+        verdict.summary()
+    );
+    verdict.assert_holds();
+    assert!(verdict.duplicates.is_empty(), "no row twice");
+    assert!(
+        !rewrite.contains("attempts=1 "),
+        "the first commit attempt lost its race: {rewrite}"
+    );
+    // Every live file, old rows rewritten and rows committed after the alter, has the
+    // new type.
+    let delta = deltalake::open_table(url::Url::parse(&location).expect("url"))
+        .await
+        .expect("open");
+    let dir = url::Url::parse(&location)
+        .expect("url")
+        .to_file_path()
+        .expect("local");
+    let files: Vec<String> = delta
+        .snapshot()
+        .expect("snapshot")
+        .log_data()
+        .iter()
+        .map(|f| f.path().to_string())
+        .collect();
+    assert!(!files.is_empty());
+    for file in &files {
+        let bytes = bytes::Bytes::from(std::fs::read(dir.join(file)).expect("read file"));
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .expect("parquet");
+        let field = reader
+            .schema()
+            .field_with_name("stream")
+            .expect("stream")
+            .clone();
+        assert_eq!(
+            field.data_type(),
+            &arrow_schema::DataType::Int64,
+            "{file} is not of the new schema\n{}",
+            logs(&pods)
+        );
+    }
+    assert!(
+        log_commits(&location)
+            .iter()
+            .any(|c| c.version > version && c.adds > 0),
+        "rows were committed after the alter"
+    );
+    drop(pods);
+    drop(etcd);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drop_through_one_pod_ends_a_stream_writing_the_column_on_another() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let table = "main.elect.dropped";
+    let (etcd, pods, location) = cluster(dir.path(), 3, table).await;
+    let token = pods[2].token().await;
+    let mut raw = crate::raw::OpenStream::open(crate::raw::Call {
+        url: &pods[2].url,
+        table,
+        token: Some(&token),
+    })
+    .await
+    .expect("raw stream on pod 2");
+    let last = raw.send(r#"{"id": 1, "stream": 1, "seq": 1}"#).await;
+    raw.wait_acked(last).await;
+    let out = pods[0].cli(&[
+        "table",
+        "alter",
+        table,
+        "--drop-columns",
+        "seq",
+        "--rewrite",
+    ]);
+    assert!(
+        out.status.success(),
+        "alter: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Pod 2 sees the change through the catalog watch (applied to its open sinks once a
+    // second) and ends the stream; nothing new opened there meanwhile.
+    let signals = raw.close_signals.clone();
+    let status = raw
+        .ended_by_server(Duration::from_secs(15))
+        .await
+        .expect("a status");
+    assert_eq!(status.code(), tonic::Code::FailedPrecondition, "{status:?}");
+    assert!(status.message().contains("column `seq`"), "{status:?}");
+    assert_eq!(signals.load(Ordering::SeqCst), 1);
+    let rows = crate::rows::rows_as_json(&crate::harness::read_delta(&location).await);
+    assert_eq!(rows.len(), 1, "the acked row stays: {rows:?}");
+    assert_eq!(rows[0]["id"], serde_json::json!(1));
+    assert!(rows[0].get("seq").is_none(), "{rows:?}");
+    drop(pods);
+    drop(etcd);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_alters_through_two_pods_never_lose_a_change_and_leave_one_schema() {
     let dir = tempfile::tempdir().expect("tempdir");
     let table = "main.elect.alters";

@@ -259,7 +259,31 @@ async fn given_a_table_when_an_alter_cannot_be_done_then_it_is_refused_with_its_
             json!({"rename_column": "temp TO celsius"}),
             501,
             "NOT_IMPLEMENTED",
-            "column mapping",
+            "give --rewrite",
+        ),
+        (
+            json!({"widen": ["temp FLOAT TO INT"], "rewrite": true}),
+            400,
+            "INVALID_PARAMETER_VALUE",
+            "not a type widening",
+        ),
+        (
+            json!({"drop_columns": ["id", "temp", "t"], "rewrite": true}),
+            400,
+            "INVALID_PARAMETER_VALUE",
+            "`t` is the table's last column",
+        ),
+        (
+            json!({"drop_columns": ["nope"], "rewrite": true}),
+            400,
+            "INVALID_PARAMETER_VALUE",
+            "no column `nope`",
+        ),
+        (
+            json!({"rename_column": "temp TO T", "rewrite": true}),
+            400,
+            "INVALID_PARAMETER_VALUE",
+            "already has a column `t`",
         ),
         (
             json!({"set_properties": {"sluice.systemColumns": "true"}}),
@@ -533,4 +557,468 @@ async fn given_an_alter_cut_short_before_its_delta_commit_then_the_restarted_pod
     json_rows(&stream, 0..2, false).await;
     drop(stream);
     server.terminate();
+}
+
+const REWRITTEN: &str = "main.evolve.rewritten";
+
+/// A protobuf stream without SDK recovery (its error carries the server's status).
+async fn unrecovered_proto_stream(
+    server: &Server,
+    descriptor: prost_types::DescriptorProto,
+) -> ZerobusStream {
+    server
+        .sdk()
+        .stream_builder()
+        .table(REWRITTEN)
+        .oauth(crate::harness::CLIENT_ID, crate::harness::CLIENT_SECRET)
+        .compiled_proto(descriptor)
+        .recovery(false)
+        .flush_timeout_ms(30_000)
+        .build()
+        .await
+        .expect("proto stream")
+}
+
+/// A descriptor of `names` among the table's columns (`info`: its tables API answer).
+fn descriptor_of(info: &Value, names: &[&str]) -> prost_types::DescriptorProto {
+    let columns: Vec<UcColumn> = uc_columns(info)
+        .into_iter()
+        .filter(|c| names.contains(&c.name.as_str()))
+        .collect();
+    descriptor_from_uc_columns(&columns, "reading").expect("descriptor")
+}
+
+/// One record of `message`: `id`, and each other field set from `fields`.
+fn record_of(message: &MessageDescriptor, id: i64, fields: &[(&str, ProtoValue)]) -> Vec<u8> {
+    let mut record = DynamicMessage::new(message.clone());
+    record.set_field_by_name("id", ProtoValue::I64(id));
+    for (name, value) in fields {
+        record.set_field_by_name(name, value.clone());
+    }
+    record.encode_to_vec()
+}
+
+/// Sends `records` (offset order) and waits for their acks.
+async fn send_all(stream: &ZerobusStream, records: Vec<Vec<u8>>, json: bool) {
+    for r in records {
+        let sent = if json {
+            stream
+                .ingest_record_offset(JsonString(String::from_utf8(r).expect("utf-8")))
+                .await
+        } else {
+            stream.ingest_record_offset(ProtoBytes(r)).await
+        };
+        sent.expect("ingest");
+    }
+    stream.flush().await.expect("acked");
+}
+
+/// The error that ends `stream` after an alter ended it on the server: its
+/// next records are refused (the SDK saw the stream end; without a record in
+/// flight at that moment it says only "Stream closed", so the status itself
+/// is checked on a raw stream).
+async fn ended_with(stream: &ZerobusStream, record: Vec<u8>, json: bool) -> String {
+    for _ in 0..50 {
+        let sent = if json {
+            stream
+                .ingest_record_offset(JsonString(
+                    String::from_utf8(record.clone()).expect("utf-8"),
+                ))
+                .await
+        } else {
+            stream
+                .ingest_record_offset(ProtoBytes(record.clone()))
+                .await
+        };
+        let result = match sent {
+            Ok(_) => stream.flush().await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = result {
+            return format!("{e:?} {e}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("the stream was never ended");
+}
+
+fn json_record(value: Value) -> Vec<u8> {
+    value.to_string().into_bytes()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_open_streams_when_columns_are_widened_dropped_and_renamed_with_rewrite_then_the_streams_writing_them_end_and_every_acked_row_reads_back(
+) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut server = Server::start(dir.path(), "300ms").await;
+    server.create_table(
+        REWRITTEN,
+        "id BIGINT NOT NULL, device STRING, temp FLOAT, note STRING",
+    );
+    let info = server.table_info(REWRITTEN).await;
+    let location = info["storage_location"]
+        .as_str()
+        .expect("location")
+        .to_string();
+    let full = descriptor_of(&info, &["id", "device", "temp", "note"]);
+    let full_message = message_descriptor(&full).expect("message");
+    let small = descriptor_of(&info, &["id", "device", "temp"]);
+    let small_message = message_descriptor(&small).expect("message");
+    let json = server
+        .unrecovered_json_stream(REWRITTEN, None)
+        .await
+        .expect("json stream");
+    let p_full = unrecovered_proto_stream(&server, full).await;
+    let p_small = unrecovered_proto_stream(&server, small).await;
+    let j = |id: i64| json_record(json!({"id": id, "device": "j", "temp": 1.5, "note": "n"}));
+    let f = |id: i64| {
+        record_of(
+            &full_message,
+            id,
+            &[
+                ("device", ProtoValue::String("f".into())),
+                ("temp", ProtoValue::F32(2.5)),
+                ("note", ProtoValue::String("m".into())),
+            ],
+        )
+    };
+    let s = |id: i64| {
+        record_of(
+            &small_message,
+            id,
+            &[
+                ("device", ProtoValue::String("s".into())),
+                ("temp", ProtoValue::F32(3.25)),
+            ],
+        )
+    };
+    // Committed under the first schema, then acked and waiting in the memtable.
+    send_all(&json, (0..3).map(j).collect(), true).await;
+    send_all(&p_full, (10..13).map(f).collect(), false).await;
+    send_all(&p_small, (20..23).map(s).collect(), false).await;
+    wait_for_rows(&location, 9, Duration::from_secs(30)).await;
+    send_all(&json, (3..5).map(j).collect(), true).await;
+    send_all(&p_full, (13..15).map(f).collect(), false).await;
+    send_all(&p_small, (23..25).map(s).collect(), false).await;
+    // A raw JSON stream, to see the signal and the status on the wire.
+    let token = server.token().await;
+    let mut raw = crate::raw::OpenStream::open(crate::raw::Call {
+        url: &server.url,
+        table: REWRITTEN,
+        token: Some(&token),
+    })
+    .await
+    .expect("raw stream");
+    let last = raw
+        .send(&json!({"id": 30, "device": "r", "temp": 4.0, "note": "r"}).to_string())
+        .await;
+    raw.wait_acked(last).await;
+
+    // Without --rewrite: the precise refusal.
+    let out = server.cli(&["table", "alter", REWRITTEN, "--drop-columns", "note"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("--rewrite"), "{err}");
+
+    // Widen: every stream keeps running (its FLOAT values are cast when flushed).
+    let out = cli_ok(
+        &server,
+        &[
+            "table",
+            "alter",
+            REWRITTEN,
+            "--widen",
+            "temp FLOAT TO DOUBLE",
+            "--rewrite",
+        ],
+    );
+    assert!(out.contains("temp DOUBLE"), "{out}");
+    send_all(&json, (5..6).map(j).collect(), true).await;
+    send_all(&p_full, (15..16).map(f).collect(), false).await;
+    send_all(&p_small, (25..26).map(s).collect(), false).await;
+
+    // Drop: the JSON stream and the proto stream writing `note` end; the other goes on.
+    cli_ok(
+        &server,
+        &[
+            "table",
+            "alter",
+            REWRITTEN,
+            "--drop-columns",
+            "note",
+            "--rewrite",
+        ],
+    );
+    let signals = raw.close_signals.clone();
+    let status = raw
+        .ended_by_server(Duration::from_secs(10))
+        .await
+        .expect("a status");
+    assert_eq!(status.code(), tonic::Code::FailedPrecondition, "{status:?}");
+    assert!(status.message().contains("column `note`"), "{status:?}");
+    assert_eq!(signals.load(std::sync::atomic::Ordering::SeqCst), 1);
+    for (stream, record, is_json) in [(&json, j(6), true), (&p_full, f(16), false)] {
+        let e = ended_with(stream, record, is_json).await;
+        assert!(e.contains("closed"), "{e}");
+    }
+    send_all(&p_small, (26..28).map(s).collect(), false).await;
+
+    // Rename: the proto stream writing `device` ends.
+    cli_ok(
+        &server,
+        &[
+            "table",
+            "alter",
+            REWRITTEN,
+            "--rename-column",
+            "device TO sensor",
+            "--rewrite",
+        ],
+    );
+    let e = ended_with(&p_small, s(28), false).await;
+    assert!(e.contains("closed"), "{e}");
+    let log = server.log();
+    let ended: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("the table no longer has a column it writes"))
+        .collect();
+    assert_eq!(ended.len(), 4, "{log}");
+    assert_eq!(
+        ended.iter().filter(|l| l.contains("note")).count(),
+        3,
+        "{log}"
+    );
+    assert!(ended[3].contains("device"), "{log}");
+
+    // Clients fetch the schema again and reopen.
+    let info = server.table_info(REWRITTEN).await;
+    let names: Vec<String> = uc_columns(&info).into_iter().map(|c| c.name).collect();
+    assert_eq!(names, ["id", "sensor", "temp"], "{info}");
+    let new = descriptor_of(&info, &["id", "sensor", "temp"]);
+    let new_message = message_descriptor(&new).expect("message");
+    let mut json_new = server.json_stream(REWRITTEN).await;
+    send_all(
+        &json_new,
+        (100..102)
+            .map(|id| json_record(json!({"id": id, "sensor": "J", "temp": 1.0e300})))
+            .collect(),
+        true,
+    )
+    .await;
+    let mut proto_new = server.proto_stream(REWRITTEN, new).await;
+    let records = (200..202)
+        .map(|id| {
+            record_of(
+                &new_message,
+                id,
+                &[
+                    ("sensor", ProtoValue::String("P".into())),
+                    ("temp", ProtoValue::F64(0.1)),
+                ],
+            )
+        })
+        .collect();
+    send_all(&proto_new, records, false).await;
+    json_new.close().await.expect("close");
+    proto_new.close().await.expect("close");
+    drop((json, p_full, p_small));
+    server.terminate();
+
+    // deltalake reads the new schema (and as many rows as polars, below).
+    let read = python_read_with(&location, &json!({}), &[]);
+    let schema = read.batches[0].schema();
+    let fields: Vec<(&str, &arrow_schema::DataType)> = schema
+        .fields()
+        .iter()
+        .map(|f| (f.name().as_str(), f.data_type()))
+        .collect();
+    assert_eq!(fields[1].0, "sensor");
+    assert_eq!(fields[2], ("temp", &arrow_schema::DataType::Float64));
+    let (rows, summary) = polars_rows(&location);
+    let ids: Vec<i64> = rows.iter().map(|r| r["id"].as_i64().expect("id")).collect();
+    let want: Vec<i64> = (0..6)
+        .chain(10..16)
+        .chain(20..28)
+        .chain(30..31)
+        .chain(100..102)
+        .chain(200..202)
+        .collect();
+    assert_eq!(ids, want, "every acked row once: {summary}");
+    for row in &rows {
+        let keys: Vec<&String> = row.as_object().expect("row").keys().collect();
+        assert_eq!(keys.len(), 3, "{row}");
+        let id = row["id"].as_i64().expect("id");
+        let (sensor, temp) = match id {
+            0..10 => ("j", 1.5),
+            10..20 => ("f", 2.5),
+            20..30 => ("s", 3.25),
+            30 => ("r", 4.0),
+            100..200 => ("J", 1.0e300),
+            _ => ("P", 0.1),
+        };
+        assert_eq!(row["sensor"], json!(sensor), "{row}");
+        assert_eq!(row["temp"], json!(temp), "{row}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_acked_rows_not_yet_committed_when_the_pod_is_killed_after_a_drop_and_a_rename_then_replay_keeps_them(
+) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut server = Server::start(dir.path(), "1h").await;
+    server.create_table(REWRITTEN, "id BIGINT NOT NULL, device STRING, note STRING");
+    let info = server.table_info(REWRITTEN).await;
+    let location = info["storage_location"]
+        .as_str()
+        .expect("location")
+        .to_string();
+    let full = descriptor_of(&info, &["id", "device", "note"]);
+    let message = message_descriptor(&full).expect("message");
+    let json = server
+        .unrecovered_json_stream(REWRITTEN, None)
+        .await
+        .expect("json stream");
+    let proto = unrecovered_proto_stream(&server, full).await;
+    send_all(
+        &json,
+        (0..3)
+            .map(|id| json_record(json!({"id": id, "device": "j", "note": "n"})))
+            .collect(),
+        true,
+    )
+    .await;
+    let records = (10..13)
+        .map(|id| {
+            record_of(
+                &message,
+                id,
+                &[
+                    ("device", ProtoValue::String("p".into())),
+                    ("note", ProtoValue::String("m".into())),
+                ],
+            )
+        })
+        .collect();
+    send_all(&proto, records, false).await;
+    // Acked, in the WAL and the memtable only (flush interval 1 h), when the
+    // table loses `note` and `device` becomes `sensor`.
+    cli_ok(
+        &server,
+        &[
+            "table",
+            "alter",
+            REWRITTEN,
+            "--drop-columns",
+            "note",
+            "--rename-column",
+            "device TO sensor",
+            "--rewrite",
+        ],
+    );
+    server.kill();
+    drop((json, proto));
+    server.restart().await;
+    server.terminate();
+    let (rows, _) = polars_rows(&location);
+    let got: Vec<(i64, String)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["id"].as_i64().expect("id"),
+                r["sensor"].as_str().unwrap_or("NULL").to_string(),
+            )
+        })
+        .collect();
+    let want: Vec<(i64, String)> = (0..3)
+        .map(|id| (id, "j".to_string()))
+        .chain((10..13).map(|id| (id, "p".to_string())))
+        .collect();
+    assert_eq!(got, want, "{rows:?}");
+    assert_eq!(rows[0].as_object().expect("row").len(), 2, "{rows:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_pod_killed_between_a_rewrite_commit_and_the_catalog_update_then_it_restarts_with_the_rewritten_schema(
+) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut server = Server::start_with_env(
+        dir.path(),
+        "300ms",
+        &[],
+        &[("SLUICE_TEST_ALTER_PAUSE_AFTER_COMMIT", "60s")],
+    )
+    .await;
+    server.create_table(REWRITTEN, "id BIGINT NOT NULL, device STRING, note STRING");
+    let location = server.table_info(REWRITTEN).await["storage_location"]
+        .as_str()
+        .expect("location")
+        .to_string();
+    let stream = server.json_stream(REWRITTEN).await;
+    send_all(
+        &stream,
+        (0..3)
+            .map(|id| json_record(json!({"id": id, "device": "j", "note": "n"})))
+            .collect(),
+        true,
+    )
+    .await;
+    wait_for_rows(&location, 3, Duration::from_secs(30)).await;
+    let url = server.url.clone();
+    let alter = tokio::task::spawn_blocking(move || {
+        crate::harness::cli_at(
+            &url,
+            &[
+                "table",
+                "alter",
+                REWRITTEN,
+                "--drop-columns",
+                "note",
+                "--rename-column",
+                "device TO sensor",
+                "--rewrite",
+            ],
+        )
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !server.log().contains("pausing between the Delta commit") {
+        assert!(std::time::Instant::now() < deadline, "{}", server.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    server.kill();
+    let _ = alter.await;
+    drop(stream);
+    server.env.clear();
+    server.restart().await;
+    assert!(
+        server.log().contains("completed in the catalog"),
+        "{}",
+        server.log()
+    );
+    let info = server.table_info(REWRITTEN).await;
+    let names: Vec<String> = uc_columns(&info).into_iter().map(|c| c.name).collect();
+    assert_eq!(names, ["id", "sensor"], "{info}");
+    let mut stream = server.json_stream(REWRITTEN).await;
+    send_all(
+        &stream,
+        vec![json_record(json!({"id": 100, "sensor": "new"}))],
+        true,
+    )
+    .await;
+    stream.close().await.expect("close");
+    server.terminate();
+    let (rows, _) = polars_rows(&location);
+    let got: Vec<(i64, String)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["id"].as_i64().expect("id"),
+                r["sensor"].as_str().unwrap_or("NULL").to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [(0, "j"), (1, "j"), (2, "j"), (100, "new")]
+            .map(|(i, s)| (i, s.to_string()))
+            .to_vec()
+    );
 }

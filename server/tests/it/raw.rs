@@ -156,6 +156,8 @@ pub struct OpenStream {
     tx: Option<mpsc::Sender<EphemeralStreamRequest>>,
     /// Highest acked offset (-1: none yet).
     pub acked: Arc<AtomicI64>,
+    /// `CloseStreamSignal`s received.
+    pub close_signals: Arc<AtomicI64>,
     reader: tokio::task::JoinHandle<Option<tonic::Status>>,
     next: i64,
 }
@@ -178,17 +180,21 @@ impl OpenStream {
         }
         let acked = Arc::new(AtomicI64::new(-1));
         let seen = acked.clone();
+        let close_signals = Arc::new(AtomicI64::new(0));
+        let signals = close_signals.clone();
         let reader = tokio::spawn(async move {
             loop {
                 match inbound.message().await {
-                    Ok(Some(m)) => {
-                        if let Some(ephemeral_stream_response::Payload::IngestRecordResponse(a)) =
-                            m.payload
-                        {
+                    Ok(Some(m)) => match m.payload {
+                        Some(ephemeral_stream_response::Payload::IngestRecordResponse(a)) => {
                             let o = a.durability_ack_up_to_offset.unwrap_or(-1);
                             seen.fetch_max(o, Ordering::SeqCst);
                         }
-                    }
+                        Some(ephemeral_stream_response::Payload::CloseStreamSignal(_)) => {
+                            signals.fetch_add(1, Ordering::SeqCst);
+                        }
+                        _ => {}
+                    },
                     Ok(None) => return None,
                     Err(status) => return Some(status),
                 }
@@ -197,6 +203,7 @@ impl OpenStream {
         Ok(OpenStream {
             tx: Some(tx),
             acked,
+            close_signals,
             reader,
             next: 0,
         })

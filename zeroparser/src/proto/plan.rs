@@ -101,6 +101,11 @@ impl ProtoPlan {
     pub fn message_name(&self) -> &str {
         &self.message_name
     }
+
+    /// The names of the table's top-level columns the descriptor has a field for.
+    pub fn columns(&self) -> impl Iterator<Item = &str> {
+        self.root.fields.iter().map(|f| f.name.as_str())
+    }
 }
 
 /// A fingerprint of a schema, so a builder can tell a plan compiled for another table.
