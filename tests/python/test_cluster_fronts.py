@@ -49,8 +49,9 @@ KAFKA_RECORDS = int(os.environ.get("SLUICE_FRONTS_KAFKA_RECORDS", "3000"))
 class Cluster:
     """etcd, a router with MQTT and Kafka front doors, and pods serving both."""
 
-    def __init__(self, tmp_path, pods=3):
+    def __init__(self, tmp_path, pods=3, drain_grace="3s"):
         self.tmp = tmp_path
+        self.drain_grace = drain_grace
         client, peer = free_port(), free_port()
         self.etcd_log = open(tmp_path / "etcd.log", "wb")
         self.etcd = subprocess.Popen(
@@ -90,7 +91,7 @@ class Cluster:
                                "--mqtt-listen", "127.0.0.1:0",
                                "--kafka-listen", "127.0.0.1:0",
                                "--kafka-advertise", f"127.0.0.1:{self.kafka_port}",
-                               "--drain-grace", "3s"])
+                               "--drain-grace", self.drain_grace])
         self.pods[pod_id] = pod
         return pod
 
@@ -359,6 +360,67 @@ def test_idempotent_kafka_producer_through_the_router_while_its_pod_is_drained(c
     ids = delta_ids(location)
     assert len(ids) - len(set(ids)) == 0, "duplicates"
     assert ids == list(range(KAFKA_RECORDS))
+
+
+def test_a_drained_pod_sends_its_mqtt_devices_to_another_pod_without_waiting_the_grace(
+        tmp_path):
+    """Six paho devices (3 v5, 3 3.1.1) through the router; the pod holding most of them is
+    drained (`sluice pod drain`, grace 20 s). Its v5 devices get DISCONNECT 0x9C Use another
+    server and its 3.1.1 devices are closed, after their PUBACKs; paho reconnects through
+    the router to the other pods and publishes on. The pod is gone well before the grace:
+    the drain waits for producers' streams and connections, not for the pod's own REST
+    streams (which MQTT publishes write through)."""
+    cluster = Cluster(tmp_path, drain_grace="20s")
+    try:
+        location = create_table(cluster)
+        devices = []
+        for n in range(6):
+            version = mqtt.MQTTv5 if n % 2 == 0 else mqtt.MQTTv311
+            d = Device(cluster.mqtt_port, version=version, client_id=f"drain-{n}")
+            assert d.connect()[0] == 0
+            d.client.reconnect_delay_set(1, 1)
+            devices.append(d)
+        for n, d in enumerate(devices):
+            assert d.publish({"id": n}, qos=1, topic=TABLE)[0] == 0
+        counts = {pid: metric(cluster.metrics(p.url), "sluice_mqtt_connections")
+                  for pid, p in cluster.pods.items()}
+        victim = max(counts, key=counts.get)
+        assert counts[victim] >= 1, counts
+        started = time.time()
+        out = subprocess.run([BINARY, "pod", "drain", victim, "--join", cluster.join],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        cluster.pods[victim].proc.wait(timeout=60)
+        gone_after = time.time() - started
+        log = (cluster.tmp / victim / "server.log").read_text(errors="replace")
+        moved = re.findall(r"streams moved away.*", log)
+        print(f"drained {victim} ({counts}) in {gone_after:.1f} s; {moved}")
+        moved_off = [d for d in devices if d.disconnected.is_set()]
+        assert len(moved_off) == counts[victim], (len(moved_off), counts)
+        for d in moved_off:
+            if d.version == mqtt.MQTTv5:
+                assert d.disconnect_reason[0] == 0x9C, d.disconnect_reason
+        assert any(d.version == mqtt.MQTTv5 for d in moved_off), "a v5 device was told"
+        assert gone_after < 10, f"the drain waited the grace: {gone_after:.1f} s"
+        # paho reconnects through the router, to another pod, and publishes on.
+        deadline = time.time() + 30
+        while not all(d.client.is_connected() for d in devices):
+            assert time.time() < deadline, "a device did not reconnect"
+            time.sleep(0.1)
+        for d in moved_off:
+            d.disconnected.clear()
+        for n, d in enumerate(devices):
+            assert d.publish({"id": 100 + n}, qos=1, topic=TABLE)[0] == 0
+        alive = [p for pid, p in cluster.pods.items() if pid != victim]
+        assert sum(metric(cluster.metrics(p.url), "sluice_mqtt_connections")
+                   for p in alive) == 6
+        for d in devices:
+            d.close()
+        for p in alive:
+            p.stop()
+        assert delta_ids(location) == list(range(6)) + list(range(100, 106))
+    finally:
+        cluster.stop()
 
 
 def test_no_ready_pod_mqtt_gets_server_unavailable_and_kafka_is_closed(tmp_path):

@@ -20,6 +20,10 @@ struct Entry {
     open_end_lsn: Lsn,
     last_record_lsn: Lsn,
     active: bool,
+    /// Opened by the pod itself for a service that has no producer-held stream (the REST
+    /// insert service, which MQTT, Kafka and OTLP write through): open for the pod's life,
+    /// so a drain does not wait for it.
+    internal: bool,
 }
 
 /// The registry of streams with frames in the WAL.
@@ -44,6 +48,29 @@ impl StreamRegistry {
         open_end_lsn: Lsn,
         active: bool,
     ) {
+        self.insert(key, table, payload, open_end_lsn, active, false);
+    }
+
+    /// Records a stream the pod opened for itself (see `Entry::internal`), open now.
+    pub fn register_internal(
+        &self,
+        key: u64,
+        table: &str,
+        payload: Arc<Vec<u8>>,
+        open_end_lsn: Lsn,
+    ) {
+        self.insert(key, table, payload, open_end_lsn, true, true);
+    }
+
+    fn insert(
+        &self,
+        key: u64,
+        table: &str,
+        payload: Arc<Vec<u8>>,
+        open_end_lsn: Lsn,
+        active: bool,
+        internal: bool,
+    ) {
         if let Ok(mut m) = self.lock() {
             m.insert(
                 key,
@@ -53,6 +80,7 @@ impl StreamRegistry {
                     open_end_lsn,
                     last_record_lsn: open_end_lsn,
                     active,
+                    internal,
                 },
             );
         }
@@ -74,6 +102,14 @@ impl StreamRegistry {
                 e.active = false;
             }
         }
+    }
+
+    /// Open streams that producers hold (not the pod's own internal ones): what a drain
+    /// waits for.
+    pub fn producer_streams(&self) -> usize {
+        self.lock()
+            .map(|m| m.values().filter(|e| e.active && !e.internal).count())
+            .unwrap_or(0)
     }
 
     /// Number of open streams.

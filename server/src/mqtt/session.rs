@@ -28,7 +28,9 @@
 //!   answers what it has under way, then DISCONNECT 0x8E Session taken over (3.1.1:
 //!   close). A will message is ignored; SUBSCRIBE/UNSUBSCRIBE/AUTH → DISCONNECT 0x83.
 //! - Pod shutdown: no new packets are read, the writes under way finish and are answered,
-//!   then DISCONNECT 0x8B Server shutting down.
+//!   then DISCONNECT 0x8B Server shutting down. Pod drain (cluster): the same with
+//!   DISCONNECT 0x9C Use another server (3.1.1: close), so devices reconnect through the
+//!   router while the pod can still finish.
 
 use std::collections::HashSet;
 use std::future::Future;
@@ -271,6 +273,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
                     end = Some(End::Disconnect(
                         reason::SERVER_SHUTTING_DOWN,
                         "the pod is shutting down; reconnect".into(),
+                    ));
+                }
+                _ = pod.draining.cancelled(), if end.is_none() => {
+                    end = Some(End::Disconnect(
+                        reason::USE_ANOTHER_SERVER,
+                        "the pod is draining; reconnect (through the router) to another pod"
+                            .into(),
                     ));
                 }
                 _ = taken.cancelled(), if end.is_none() => {
