@@ -48,29 +48,6 @@ impl StreamRegistry {
         open_end_lsn: Lsn,
         active: bool,
     ) {
-        self.insert(key, table, payload, open_end_lsn, active, false);
-    }
-
-    /// Records a stream the pod opened for itself (see `Entry::internal`), open now.
-    pub fn register_internal(
-        &self,
-        key: u64,
-        table: &str,
-        payload: Arc<Vec<u8>>,
-        open_end_lsn: Lsn,
-    ) {
-        self.insert(key, table, payload, open_end_lsn, true, true);
-    }
-
-    fn insert(
-        &self,
-        key: u64,
-        table: &str,
-        payload: Arc<Vec<u8>>,
-        open_end_lsn: Lsn,
-        active: bool,
-        internal: bool,
-    ) {
         if let Ok(mut m) = self.lock() {
             m.insert(
                 key,
@@ -80,9 +57,19 @@ impl StreamRegistry {
                     open_end_lsn,
                     last_record_lsn: open_end_lsn,
                     active,
-                    internal,
+                    internal: false,
                 },
             );
+        }
+    }
+
+    /// Marks an open stream as the pod's own (see `Entry::internal`): a drain does not wait
+    /// for it.
+    pub fn mark_internal(&self, key: u64) {
+        if let Ok(mut m) = self.lock() {
+            if let Some(e) = m.get_mut(&key) {
+                e.internal = true;
+            }
         }
     }
 
