@@ -38,6 +38,7 @@ from conftest import CLIENT_ID, CLIENT_SECRET, Server, free_port, metric
 from test_cluster import wait_ok
 from test_kafka import send_paced
 from test_mqtt import Device
+from test_mqtt_sessions import PUBCOMP, PUBREC, ack, pubrel, qos2_publish, session_connect
 
 BINARY = os.environ.get("SLUICE_BIN", "target/debug/sluice")
 TABLE = "main.fronts.t"
@@ -360,6 +361,59 @@ def test_idempotent_kafka_producer_through_the_router_while_its_pod_is_drained(c
     ids = delta_ids(location)
     assert len(ids) - len(set(ids)) == 0, "duplicates"
     assert ids == list(range(KAFKA_RECORDS))
+
+
+def test_a_device_finds_its_session_through_the_router_until_its_pod_is_gone(cluster):
+    """Six devices (v5 and 3.1.1, clean start 0, session expiry 600 s) through the router:
+    each publishes QoS 2 and leaves before PUBREL; on reconnecting through the router it
+    lands on the same pod (placed by its client id), which answers session present 1, takes
+    the resent PUBLISH without writing it again and completes the PUBREL. Then the pod
+    holding some of the sessions is SIGKILLed: those devices land on another pod and get
+    session present 0 (their sessions died with the pod), the others still find theirs."""
+    location = create_table(cluster)
+    port = cluster.mqtt_port
+    ids = [(f"sticky-{n}".encode(), 5 if n % 2 == 0 else 4) for n in range(6)]
+    for n, (cid, version) in enumerate(ids):
+        sock, present, code = session_connect(port, cid, version, expiry=600)
+        assert (present, code) == (0, 0)
+        sock.sendall(qos2_publish(1, json.dumps({"id": n}).encode(), version, topic=TABLE))
+        assert ack(sock) == (PUBREC, 1, 0)
+        sock.close()
+    for n, (cid, version) in enumerate(ids):
+        sock, present, code = session_connect(port, cid, version, expiry=600)
+        assert (present, code) == (1, 0), cid
+        sock.sendall(qos2_publish(1, json.dumps({"id": n}).encode(), version, dup=True,
+                                  topic=TABLE))
+        assert ack(sock) == (PUBREC, 1, 0)
+        sock.sendall(qos2_publish(2, json.dumps({"id": 10 + n}).encode(), version,
+                                  topic=TABLE))
+        assert ack(sock) == (PUBREC, 2, 0)
+        sock.sendall(pubrel(1))
+        assert ack(sock) == (PUBCOMP, 1, 0)
+        sock.close()
+    held = {pid: metric(cluster.metrics(p.url), "sluice_mqtt_sessions_total", outcome="new")
+            for pid, p in cluster.pods.items()}
+    assert sum(held.values()) == 6 and sum(1 for v in held.values() if v) >= 2, held
+    victim = max(held, key=held.get)
+    time.sleep(6)  # the pods commit every 5 s: PUBRECed rows are in Delta before the kill
+    pod = cluster.pods.pop(victim)
+    pod.proc.kill()
+    pod.proc.wait()
+    pod.log.close()
+    lost = 0
+    for n, (cid, version) in enumerate(ids):
+        sock, present, code = session_connect(port, cid, version, expiry=600)
+        assert code == 0
+        lost += present == 0
+        # Id 2 was PUBRECed: its PUBREL completes where the session is, else 0x92 (v5).
+        sock.sendall(pubrel(2))
+        assert ack(sock) == (PUBCOMP, 2, 0 if present or version == 4 else 0x92)
+        sock.close()
+    print(f"sessions per pod {held}; killed {victim}: {lost} sessions lost")
+    assert lost == held[victim], (lost, held)
+    for p in cluster.pods.values():
+        p.stop()
+    assert delta_ids(location) == list(range(6)) + list(range(10, 16))
 
 
 def test_a_drained_pod_sends_its_mqtt_devices_to_another_pod_without_waiting_the_grace(

@@ -44,9 +44,9 @@ def session_connect(port, client_id, version=5, clean=False, expiry=None):
     return sock, connack[0] & 1, connack[1]
 
 
-def qos2_publish(ident, payload, version=5, dup=False):
+def qos2_publish(ident, payload, version=5, dup=False, topic=TABLE):
     props = b"\x00" if version == 5 else b""
-    body = mqtt_string(TABLE.encode()) + struct.pack(">H", ident) + props + payload
+    body = mqtt_string(topic.encode()) + struct.pack(">H", ident) + props + payload
     return packet(0x34 | (0x08 if dup else 0), body)
 
 
