@@ -10,7 +10,8 @@
 //! - Expiry: a session outlives its connection by the interval the client asked for (v5
 //!   Session Expiry Interval; 3.1.1 clean session 0: the maximum; clean session 1 or an
 //!   interval of 0: not at all), capped by [`SESSION_EXPIRY_MAX_SECS`] (the granted value is
-//!   announced in the v5 CONNACK). Expired sessions are dropped at the next CONNECT.
+//!   announced in the v5 CONNACK). An expired session is not resumed; expired sessions are
+//!   dropped by a sweep at a CONNECT at most every [`SWEEP_EVERY`].
 //! - Takeover: a CONNECT for a client id whose session another connection holds cancels
 //!   that connection's token ([`Attached::taken`]); it answers what it has under way and
 //!   leaves with DISCONNECT 0x8E Session taken over (3.1.1: a close). Its writes still mark
@@ -29,11 +30,15 @@ use tokio_util::sync::CancellationToken;
 /// The longest a session outlives its connection, seconds (announced in the v5 CONNACK).
 pub const SESSION_EXPIRY_MAX_SECS: u32 = 3600;
 
+/// How often at most a CONNECT sweeps expired sessions out (the sweep reads them all).
+pub const SWEEP_EVERY: Duration = Duration::from_secs(10);
+
 /// The pod's sessions by client id.
 #[derive(Default)]
 pub struct Sessions {
     by_client: Mutex<HashMap<String, Arc<Session>>>,
     next_connection: AtomicU64,
+    swept_at: Mutex<Option<Instant>>,
 }
 
 /// One client's session.
@@ -99,7 +104,12 @@ impl Sessions {
         let connection = self.next_connection.fetch_add(1, Ordering::Relaxed);
         let taken = CancellationToken::new();
         let mut map = lock(&self.by_client);
-        map.retain(|_, s| !s.expired(now));
+        let mut swept_at = lock(&self.swept_at);
+        if swept_at.is_none_or(|at| now.duration_since(at) >= SWEEP_EVERY) {
+            map.retain(|_, s| !s.expired(now));
+            *swept_at = Some(now);
+        }
+        drop(swept_at);
         let existing = map.get(client_id).cloned();
         if let Some(old) = &existing {
             if let Some((_, token)) = lock(&old.holder).connection.take() {
@@ -108,7 +118,7 @@ impl Sessions {
             }
         }
         let (session, present) = match existing {
-            Some(old) if !clean_start => (old, true),
+            Some(old) if !clean_start && !old.expired(now) => (old, true),
             _ => {
                 let fresh = Arc::new(Session::default());
                 map.insert(client_id.to_string(), fresh.clone());
