@@ -8,6 +8,10 @@
 //! - [`Policy::LeastLoaded`]: the lowest score (best with one router and fresh reports).
 //! - [`Policy::RoundRobin`] and [`Policy::Random`]: load-blind baselines for the balance
 //!   benchmark.
+//!
+//! A connection with a key (an MQTT client id) is placed by [`rendezvous`] hashing instead:
+//! the placeable pod with the highest weight for the key, so every router sends the key to
+//! the same pod while that pod is placeable, and to the next one when it is not.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -23,6 +27,21 @@ pub const BYTES_PER_SEC_PER_STREAM: f64 = 1024.0 * 1024.0;
 pub const STREAMS_PER_CORE: f64 = 2.0;
 /// WAL queue bytes that weigh as much as one stream (a queue means the disk is behind).
 pub const WAL_QUEUE_BYTES_PER_STREAM: f64 = 4.0 * 1024.0 * 1024.0;
+
+/// The rendezvous weight of `pod_id` for `key` (FNV-1a over key, a separator and the id,
+/// then a splitmix64 finaliser): stable across routers and restarts.
+pub fn rendezvous(key: &[u8], pod_id: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in key.iter().chain(&[0xff]).chain(pod_id.as_bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h ^= h >> 30;
+    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h ^= h >> 27;
+    h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
+}
 
 /// A placement policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -167,6 +167,23 @@ impl Router {
         Some(chosen)
     }
 
+    /// Places a connection with `key` (an MQTT client id) on the placeable pod that
+    /// `eligible` accepts with the highest rendezvous weight for it, and counts it.
+    pub fn place_keyed(
+        &self,
+        key: &[u8],
+        eligible: impl Fn(&PodRecord) -> bool,
+    ) -> Option<PodRecord> {
+        let chosen = self
+            .placeable()
+            .into_iter()
+            .filter(|p| eligible(p))
+            .max_by_key(|p| crate::placement::rendezvous(key, &p.id))?;
+        *self.view().placed.entry(chosen.id.clone()).or_insert(0) += 1;
+        metrics::counter!(crate::ops::PLACEMENTS, "pod" => chosen.id.clone()).increment(1);
+        Some(chosen)
+    }
+
     fn pick_for_http(&self) -> Option<PodRecord> {
         let candidates = self.placeable();
         if candidates.is_empty() {
@@ -266,6 +283,10 @@ impl Router {
 impl crate::tcp_front::Places for Router {
     fn place_where(&self, eligible: &dyn Fn(&PodRecord) -> bool) -> Option<PodRecord> {
         Router::place_where(self, eligible)
+    }
+
+    fn place_keyed(&self, key: &[u8], eligible: &dyn Fn(&PodRecord) -> bool) -> Option<PodRecord> {
+        Router::place_keyed(self, key, eligible)
     }
 
     fn mark_suspect(&self, id: &str) {

@@ -2,13 +2,17 @@
 //! Kafka clients connect to the router, and each TCP connection is placed like a stream —
 //! the router's placement over the ready, non-draining pods that publish a listener of
 //! that protocol in their record — then relayed byte for byte both ways to that pod's
-//! listener until either side closes. Nothing is decoded on the way, except that with no
-//! pod placeable:
+//! listener until either side closes. Nothing is decoded on the way, except the start of an
+//! MQTT connection:
 //!
-//! - MQTT: the router reads the client's CONNECT far enough to learn its protocol level
-//!   ([`crate::mqtt_peek`], at most [`PEEK_LIMIT`] bytes within [`PEEK_TIMEOUT`]) and answers
-//!   CONNACK "Server unavailable" (MQTT 5: reason code 0x88; 3.1/3.1.1: return code 3),
-//!   then closes; anything that is not a CONNECT is closed without an answer;
+//! - MQTT: the router reads the client's CONNECT far enough to learn its protocol level and
+//!   client id ([`crate::mqtt_peek`], at most [`PEEK_LIMIT`] bytes within [`PEEK_TIMEOUT`]);
+//!   a non-empty client id places the connection by rendezvous hashing
+//!   ([`crate::placement::rendezvous`]: the same pod while it is placeable, so the device's
+//!   session is there), anything else (an empty id, an id past the limit, TLS bytes) is
+//!   placed like a stream; the bytes read are sent to the pod first. With no pod placeable
+//!   a CONNECT is answered CONNACK "Server unavailable" (MQTT 5: reason code 0x88; 3.1/3.1.1:
+//!   return code 3), then closed; anything that is not a CONNECT is closed without an answer;
 //! - Kafka: the connection is closed (the protocol has no greeting to refuse with; clients
 //!   reconnect with their backoff).
 //!
@@ -24,7 +28,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::mqtt_peek::{connect_level, server_unavailable, Peek};
+use crate::mqtt_peek::{connect_client_id, connect_level, server_unavailable, ClientId, Peek};
 use crate::pod_record::PodRecord;
 
 /// TCP connections relayed to a pod (label `protocol`: `mqtt`, `kafka`).
@@ -40,14 +44,17 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 pub const CONNECT_ATTEMPTS: usize = 3;
 /// How long a refused MQTT client gets to send its CONNECT's first bytes.
 pub const PEEK_TIMEOUT: Duration = Duration::from_secs(5);
-/// How much of a CONNECT the router reads at most to learn its protocol level.
-pub const PEEK_LIMIT: usize = 32;
+/// How much of a CONNECT the router reads at most to learn its protocol level and client id.
+pub const PEEK_LIMIT: usize = 1024;
 
 /// What a front door needs of the router (`proxy::Router` implements it).
 pub trait Places: Send + Sync + 'static {
     /// Places one connection on a placeable pod that `eligible` accepts (counted as a
     /// placement); None when there is none.
     fn place_where(&self, eligible: &dyn Fn(&PodRecord) -> bool) -> Option<PodRecord>;
+    /// Places one connection with `key` on the placeable pod `eligible` accepts that has
+    /// the highest rendezvous weight for it (counted as a placement); None when none.
+    fn place_keyed(&self, key: &[u8], eligible: &dyn Fn(&PodRecord) -> bool) -> Option<PodRecord>;
     /// Skips pod `id` for a while (it refused a connection).
     fn mark_suspect(&self, id: &str);
 }
@@ -108,13 +115,24 @@ pub async fn serve<R: Places>(router: Arc<R>, front: TcpFront) {
 
 /// One client connection: placed, connected, relayed; or refused when no pod takes it.
 async fn relay<R: Places>(router: Arc<R>, protocol: Protocol, mut client: TcpStream) {
-    let Some((pod, mut upstream)) = connect_placed(&*router, protocol).await else {
+    let head = match protocol {
+        Protocol::Mqtt => peek_connect(&mut client).await,
+        Protocol::Kafka => Vec::new(),
+    };
+    let key = match connect_client_id(&head) {
+        ClientId::Id(range) if !range.is_empty() => head.get(range),
+        _ => None,
+    };
+    let Some((pod, mut upstream)) = connect_placed(&*router, protocol, key).await else {
         metrics::counter!(TCP_NO_POD, "protocol" => protocol.label()).increment(1);
-        refuse(protocol, &mut client).await;
+        refuse(protocol, &head, &mut client).await;
         return;
     };
     metrics::counter!(TCP_CONNECTIONS, "protocol" => protocol.label()).increment(1);
     let _ = upstream.set_nodelay(true);
+    if upstream.write_all(&head).await.is_err() {
+        return;
+    }
     let (to_pod, from_pod) = match tokio::io::copy_bidirectional(&mut client, &mut upstream).await {
         Ok(counts) => counts,
         Err(e) => {
@@ -133,9 +151,14 @@ async fn relay<R: Places>(router: Arc<R>, protocol: Protocol, mut client: TcpStr
 async fn connect_placed<R: Places>(
     router: &R,
     protocol: Protocol,
+    key: Option<&[u8]>,
 ) -> Option<(PodRecord, TcpStream)> {
+    let eligible = |p: &PodRecord| protocol.addr(p).is_some();
     for _ in 0..CONNECT_ATTEMPTS {
-        let pod = router.place_where(&|p| protocol.addr(p).is_some())?;
+        let pod = match key {
+            Some(key) => router.place_keyed(key, &eligible)?,
+            None => router.place_where(&eligible)?,
+        };
         let addr = protocol.addr(&pod)?.to_string();
         match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&addr)).await {
             Ok(Ok(stream)) => return Some((pod, stream)),
@@ -152,26 +175,30 @@ async fn connect_placed<R: Places>(
     None
 }
 
-/// The documented answer when no pod is placeable (module doc).
-async fn refuse(protocol: Protocol, client: &mut TcpStream) {
-    if protocol == Protocol::Mqtt {
-        let mut head = Vec::with_capacity(PEEK_LIMIT);
-        let peeked = tokio::time::timeout(PEEK_TIMEOUT, async {
-            let mut buf = [0u8; PEEK_LIMIT];
-            loop {
-                match connect_level(&head) {
-                    Peek::More if head.len() < PEEK_LIMIT => {}
-                    other => return other,
-                }
-                let room = PEEK_LIMIT - head.len();
-                match client.read(&mut buf[..room]).await {
-                    Ok(0) | Err(_) => return Peek::NotConnect,
-                    Ok(n) => head.extend_from_slice(&buf[..n]),
-                }
+/// The first bytes of an MQTT connection: read until the CONNECT's client id is known, the
+/// bytes are not a CONNECT, [`PEEK_LIMIT`] bytes are read, the client stops sending or
+/// [`PEEK_TIMEOUT`] passes; all of them are returned (they go to the pod first).
+async fn peek_connect(client: &mut TcpStream) -> Vec<u8> {
+    let mut head = Vec::with_capacity(PEEK_LIMIT);
+    let _ = tokio::time::timeout(PEEK_TIMEOUT, async {
+        let mut buf = [0u8; PEEK_LIMIT];
+        while matches!(connect_client_id(&head), ClientId::More) && head.len() < PEEK_LIMIT {
+            let room = PEEK_LIMIT - head.len();
+            match client.read(&mut buf[..room]).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
             }
-        })
-        .await;
-        if let Ok(Peek::Level(level)) = peeked {
+        }
+    })
+    .await;
+    head
+}
+
+/// The documented answer when no pod is placeable (module doc): for MQTT, `head` (the
+/// bytes read by [`peek_connect`]) says the CONNECT's level.
+async fn refuse(protocol: Protocol, head: &[u8], client: &mut TcpStream) {
+    if protocol == Protocol::Mqtt {
+        if let Peek::Level(level) = connect_level(head) {
             let _ = client.write_all(server_unavailable(level)).await;
         }
     }

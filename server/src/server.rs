@@ -131,6 +131,7 @@ pub async fn run(
                 }
                 m.drain(
                     &stopping.streams,
+                    &stopping.load,
                     &stopping.draining,
                     stopping.drain_grace(),
                 )

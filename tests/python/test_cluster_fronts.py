@@ -38,6 +38,7 @@ from conftest import CLIENT_ID, CLIENT_SECRET, Server, free_port, metric
 from test_cluster import wait_ok
 from test_kafka import send_paced
 from test_mqtt import Device
+from test_mqtt_sessions import PUBCOMP, PUBREC, ack, pubrel, qos2_publish, session_connect
 
 BINARY = os.environ.get("SLUICE_BIN", "target/debug/sluice")
 TABLE = "main.fronts.t"
@@ -49,8 +50,9 @@ KAFKA_RECORDS = int(os.environ.get("SLUICE_FRONTS_KAFKA_RECORDS", "3000"))
 class Cluster:
     """etcd, a router with MQTT and Kafka front doors, and pods serving both."""
 
-    def __init__(self, tmp_path, pods=3):
+    def __init__(self, tmp_path, pods=3, drain_grace="3s"):
         self.tmp = tmp_path
+        self.drain_grace = drain_grace
         client, peer = free_port(), free_port()
         self.etcd_log = open(tmp_path / "etcd.log", "wb")
         self.etcd = subprocess.Popen(
@@ -90,7 +92,7 @@ class Cluster:
                                "--mqtt-listen", "127.0.0.1:0",
                                "--kafka-listen", "127.0.0.1:0",
                                "--kafka-advertise", f"127.0.0.1:{self.kafka_port}",
-                               "--drain-grace", "3s"])
+                               "--drain-grace", self.drain_grace])
         self.pods[pod_id] = pod
         return pod
 
@@ -359,6 +361,120 @@ def test_idempotent_kafka_producer_through_the_router_while_its_pod_is_drained(c
     ids = delta_ids(location)
     assert len(ids) - len(set(ids)) == 0, "duplicates"
     assert ids == list(range(KAFKA_RECORDS))
+
+
+def test_a_device_finds_its_session_through_the_router_until_its_pod_is_gone(cluster):
+    """Six devices (v5 and 3.1.1, clean start 0, session expiry 600 s) through the router:
+    each publishes QoS 2 and leaves before PUBREL; on reconnecting through the router it
+    lands on the same pod (placed by its client id), which answers session present 1, takes
+    the resent PUBLISH without writing it again and completes the PUBREL. Then the pod
+    holding some of the sessions is SIGKILLed: those devices land on another pod and get
+    session present 0 (their sessions died with the pod), the others still find theirs."""
+    location = create_table(cluster)
+    port = cluster.mqtt_port
+    ids = [(f"sticky-{n}".encode(), 5 if n % 2 == 0 else 4) for n in range(6)]
+    for n, (cid, version) in enumerate(ids):
+        sock, present, code = session_connect(port, cid, version, expiry=600)
+        assert (present, code) == (0, 0)
+        sock.sendall(qos2_publish(1, json.dumps({"id": n}).encode(), version, topic=TABLE))
+        assert ack(sock) == (PUBREC, 1, 0)
+        sock.close()
+    for n, (cid, version) in enumerate(ids):
+        sock, present, code = session_connect(port, cid, version, expiry=600)
+        assert (present, code) == (1, 0), cid
+        sock.sendall(qos2_publish(1, json.dumps({"id": n}).encode(), version, dup=True,
+                                  topic=TABLE))
+        assert ack(sock) == (PUBREC, 1, 0)
+        sock.sendall(qos2_publish(2, json.dumps({"id": 10 + n}).encode(), version,
+                                  topic=TABLE))
+        assert ack(sock) == (PUBREC, 2, 0)
+        sock.sendall(pubrel(1))
+        assert ack(sock) == (PUBCOMP, 1, 0)
+        sock.close()
+    held = {pid: metric(cluster.metrics(p.url), "sluice_mqtt_sessions_total", outcome="new")
+            for pid, p in cluster.pods.items()}
+    assert sum(held.values()) == 6 and sum(1 for v in held.values() if v) >= 2, held
+    victim = max(held, key=held.get)
+    time.sleep(6)  # the pods commit every 5 s: PUBRECed rows are in Delta before the kill
+    pod = cluster.pods.pop(victim)
+    pod.proc.kill()
+    pod.proc.wait()
+    pod.log.close()
+    lost = 0
+    for n, (cid, version) in enumerate(ids):
+        sock, present, code = session_connect(port, cid, version, expiry=600)
+        assert code == 0
+        lost += present == 0
+        # Id 2 was PUBRECed: its PUBREL completes where the session is, else 0x92 (v5).
+        sock.sendall(pubrel(2))
+        assert ack(sock) == (PUBCOMP, 2, 0 if present or version == 4 else 0x92)
+        sock.close()
+    print(f"sessions per pod {held}; killed {victim}: {lost} sessions lost")
+    assert lost == held[victim], (lost, held)
+    for p in cluster.pods.values():
+        p.stop()
+    assert delta_ids(location) == list(range(6)) + list(range(10, 16))
+
+
+def test_a_drained_pod_sends_its_mqtt_devices_to_another_pod_without_waiting_the_grace(
+        tmp_path):
+    """Six paho devices (3 v5, 3 3.1.1) through the router; the pod holding most of them is
+    drained (`sluice pod drain`, grace 20 s). Its v5 devices get DISCONNECT 0x9C Use another
+    server and its 3.1.1 devices are closed, after their PUBACKs; paho reconnects through
+    the router to the other pods and publishes on. The pod is gone well before the grace:
+    the drain waits for producers' streams and connections, not for the pod's own REST
+    streams (which MQTT publishes write through)."""
+    cluster = Cluster(tmp_path, drain_grace="20s")
+    try:
+        location = create_table(cluster)
+        devices = []
+        for n in range(6):
+            version = mqtt.MQTTv5 if n % 2 == 0 else mqtt.MQTTv311
+            d = Device(cluster.mqtt_port, version=version, client_id=f"drain-{n}")
+            assert d.connect()[0] == 0
+            d.client.reconnect_delay_set(1, 1)
+            devices.append(d)
+        for n, d in enumerate(devices):
+            assert d.publish({"id": n}, qos=1, topic=TABLE)[0] == 0
+        counts = {pid: metric(cluster.metrics(p.url), "sluice_mqtt_connections")
+                  for pid, p in cluster.pods.items()}
+        victim = max(counts, key=counts.get)
+        assert counts[victim] >= 1, counts
+        started = time.time()
+        out = subprocess.run([BINARY, "pod", "drain", victim, "--join", cluster.join],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        cluster.pods[victim].proc.wait(timeout=60)
+        gone_after = time.time() - started
+        log = (cluster.tmp / victim / "server.log").read_text(errors="replace")
+        moved = re.findall(r"streams moved away.*", log)
+        print(f"drained {victim} ({counts}) in {gone_after:.1f} s; {moved}")
+        moved_off = [d for d in devices if d.disconnected.is_set()]
+        assert len(moved_off) == counts[victim], (len(moved_off), counts)
+        for d in moved_off:
+            if d.version == mqtt.MQTTv5:
+                assert d.disconnect_reason[0] == 0x9C, d.disconnect_reason
+        assert any(d.version == mqtt.MQTTv5 for d in moved_off), "a v5 device was told"
+        assert gone_after < 10, f"the drain waited the grace: {gone_after:.1f} s"
+        # paho reconnects through the router, to another pod, and publishes on.
+        deadline = time.time() + 30
+        while not all(d.client.is_connected() for d in devices):
+            assert time.time() < deadline, "a device did not reconnect"
+            time.sleep(0.1)
+        for d in moved_off:
+            d.disconnected.clear()
+        for n, d in enumerate(devices):
+            assert d.publish({"id": 100 + n}, qos=1, topic=TABLE)[0] == 0
+        alive = [p for pid, p in cluster.pods.items() if pid != victim]
+        assert sum(metric(cluster.metrics(p.url), "sluice_mqtt_connections")
+                   for p in alive) == 6
+        for d in devices:
+            d.close()
+        for p in alive:
+            p.stop()
+        assert delta_ids(location) == list(range(6)) + list(range(100, 106))
+    finally:
+        cluster.stop()
 
 
 def test_no_ready_pod_mqtt_gets_server_unavailable_and_kafka_is_closed(tmp_path):

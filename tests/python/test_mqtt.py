@@ -41,8 +41,8 @@ DEVICES = int(os.environ.get("SLUICE_TEST_MQTT_DEVICES", "1000"))
 class MqttServer(Server):
     """A pod that also serves MQTT on its own port."""
 
-    def __init__(self, data_dir, extra=(), tls=None, flush_interval="200ms"):
-        self.mqtt_port = free_port()
+    def __init__(self, data_dir, extra=(), tls=None, flush_interval="200ms", mqtt_port=None):
+        self.mqtt_port = mqtt_port or free_port()
         super().__init__(data_dir, flush_interval,
                          extra=("--mqtt-listen", f"127.0.0.1:{self.mqtt_port}", *extra), tls=tls)
 

@@ -42,6 +42,8 @@ fuzz_target!(|data: &[u8]| {
                             receive_max: 64,
                             max_packet_size: MAX_PACKET,
                             assigned_client_id: None,
+                            session_present: false,
+                            session_expiry_secs: 0,
                         };
                         let mut out = BytesMut::new();
                         codec.encode(connack, &mut out).expect("CONNACK 0x85 encodes");
@@ -72,6 +74,8 @@ fn answer(codec: &mut Codec, packet: Inbound) {
                     receive_max: 64,
                     max_packet_size: MAX_PACKET,
                     assigned_client_id: None,
+                    session_present: false,
+                    session_expiry_secs: 0,
                 },
                 Outbound::ConnAck {
                     code: reason::SUCCESS,
@@ -82,6 +86,8 @@ fn answer(codec: &mut Codec, packet: Inbound) {
                         .client_id
                         .is_empty()
                         .then(|| "sluice-0123456789abcdef".to_string()),
+                    session_present: !c.clean_start,
+                    session_expiry_secs: c.session_expiry_secs,
                 },
             ]
         }

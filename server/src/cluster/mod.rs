@@ -11,7 +11,11 @@
 //! 2. wait [`ROUTER_CATCH_UP`] so routers have seen it before producers reconnect;
 //! 3. every stream gets `CloseStreamSignal{grace}` and keeps being read and acked: the SDK
 //!    stops sending, collects its acks and reconnects through the router to another pod;
-//! 4. when no stream is left (or the grace ran out, plus a margin) the pod stops: streams
+//!    MQTT connections answer what they have under way, then get DISCONNECT 0x9C Use
+//!    another server (3.1.1: closed); Kafka connections are closed the same way;
+//! 4. when no producer stream and no MQTT/Kafka connection is left (the pod's own REST
+//!    streams, which MQTT, Kafka and REST inserts write through, are not waited for), or
+//!    the grace ran out (plus a margin), the pod stops: streams
 //!    still open get their final acks and UNAVAILABLE, memtables are committed, and the WAL,
 //!    now wholly in Delta, is deleted: the pod exits with an empty WAL. Before that the pod
 //!    releases every persistent stream it owns (`ingest::handover::release_all`).
@@ -135,11 +139,13 @@ impl Membership {
         }
     }
 
-    /// Steps 1–3 of the drain (step 3: cancel `draining`, which every stream watches), then
-    /// waits until `streams` has no open stream left or `grace` (plus a margin) is over.
+    /// Steps 1–3 of the drain (step 3: cancel `draining`, which every stream and MQTT/Kafka
+    /// connection watches), then waits until `streams` has no producer stream left and
+    /// `connections` no MQTT/Kafka connection, or `grace` (plus a margin) is over.
     pub async fn drain(
         &self,
         streams: &StreamRegistry,
+        connections: &load::LoadCounters,
         draining: &CancellationToken,
         grace: Duration,
     ) {
@@ -151,12 +157,13 @@ impl Membership {
         let started = tokio::time::Instant::now();
         draining.cancel();
         let deadline = started + grace + GRACE_MARGIN;
-        while streams.active_streams() > 0 && tokio::time::Instant::now() < deadline {
+        let left = || streams.producer_streams() as u64 + connections.connections();
+        while left() > 0 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         tracing::info!(
             pod = %self.id,
-            left = streams.active_streams(),
+            left = left(),
             elapsed_ms = started.elapsed().as_millis() as u64,
             "streams moved away"
         );

@@ -20,6 +20,10 @@ struct Entry {
     open_end_lsn: Lsn,
     last_record_lsn: Lsn,
     active: bool,
+    /// Opened by the pod itself for a service that has no producer-held stream (the REST
+    /// insert service, which MQTT, Kafka and OTLP write through): open for the pod's life,
+    /// so a drain does not wait for it.
+    internal: bool,
 }
 
 /// The registry of streams with frames in the WAL.
@@ -53,8 +57,19 @@ impl StreamRegistry {
                     open_end_lsn,
                     last_record_lsn: open_end_lsn,
                     active,
+                    internal: false,
                 },
             );
+        }
+    }
+
+    /// Marks an open stream as the pod's own (see `Entry::internal`): a drain does not wait
+    /// for it.
+    pub fn mark_internal(&self, key: u64) {
+        if let Ok(mut m) = self.lock() {
+            if let Some(e) = m.get_mut(&key) {
+                e.internal = true;
+            }
         }
     }
 
@@ -74,6 +89,14 @@ impl StreamRegistry {
                 e.active = false;
             }
         }
+    }
+
+    /// Open streams that producers hold (not the pod's own internal ones): what a drain
+    /// waits for.
+    pub fn producer_streams(&self) -> usize {
+        self.lock()
+            .map(|m| m.values().filter(|e| e.active && !e.internal).count())
+            .unwrap_or(0)
     }
 
     /// Number of open streams.

@@ -9,6 +9,7 @@
 //! - [`refusal`]: a refused PUBLISH and how service errors map onto reason codes.
 //! - [`coalesce`]: one-record publishes of all connections to a table → shared writes.
 //! - [`session`]: one connection's state machine (QoS, keep-alive, receive maximum).
+//! - [`sessions`]: client sessions that outlive a connection (QoS 2 ids, takeover, expiry).
 //! - [`listener`]: the accept loop (plain or TLS).
 
 pub mod coalesce;
@@ -18,6 +19,7 @@ pub mod payload;
 pub mod publish;
 pub mod refusal;
 pub mod session;
+pub mod sessions;
 pub mod wire;
 
 pub use listener::serve;

@@ -22,10 +22,15 @@
 //!   close that stands for it on 3.1.1; not the shutdown's 0x8B) is counted in
 //!   `sluice_refusals_total{code}` with the gRPC code of the same meaning.
 //! - Keep alive: no packet for 1.5 × the client's keep-alive → DISCONNECT 0x8D, close.
-//! - Sessions: none survive the connection (CONNACK says session present 0 and session
-//!   expiry 0); a will message is ignored; SUBSCRIBE/UNSUBSCRIBE/AUTH → DISCONNECT 0x83.
+//! - Sessions (`sessions`): the client id's session is attached after CONNACK's checks
+//!   (resumed: session present 1; granted expiry in the v5 CONNACK); its QoS 2 ids outlive
+//!   the connection. Another connection with the same client id takes it over: this one
+//!   answers what it has under way, then DISCONNECT 0x8E Session taken over (3.1.1:
+//!   close). A will message is ignored; SUBSCRIBE/UNSUBSCRIBE/AUTH → DISCONNECT 0x83.
 //! - Pod shutdown: no new packets are read, the writes under way finish and are answered,
-//!   then DISCONNECT 0x8B Server shutting down.
+//!   then DISCONNECT 0x8B Server shutting down. Pod drain (cluster): the same with
+//!   DISCONNECT 0x9C Use another server (3.1.1: close), so devices reconnect through the
+//!   router while the pod can still finish.
 
 use std::collections::HashSet;
 use std::future::Future;
@@ -45,6 +50,7 @@ use crate::rest::RestIngest;
 use super::coalesce::Coalescer;
 use super::credentials::{self, Identity};
 use super::publish::{self, Binding, Refusal};
+use super::sessions::{Attached, Begin, Session, Sessions};
 use super::wire::{reason, Codec, Inbound, Outbound, Publish, Version, WireError};
 
 /// QoS 1/2 publishes a connection may have unanswered (advertised in CONNACK).
@@ -62,6 +68,8 @@ pub struct Shared {
     pub coalescer: Arc<Coalescer>,
     /// Largest packet taken, bytes.
     pub max_packet_size: u32,
+    /// The sessions of this pod's MQTT clients.
+    pub sessions: Sessions,
 }
 
 /// The outcome of one PUBLISH, in arrival order.
@@ -84,16 +92,16 @@ struct State {
     pending: FuturesOrdered<Pending>,
     /// QoS 1/2 publishes among `pending`.
     unanswered: usize,
-    /// QoS 2 packet ids being written.
+    /// QoS 2 packet ids this connection is writing.
     writing_qos2: HashSet<u16>,
-    /// QoS 2 packet ids answered PUBREC, until their PUBREL.
-    awaiting_rel: HashSet<u16>,
+    /// The client's session (QoS 2 ids awaiting PUBREL live there).
+    session: Arc<Session>,
 }
 
 impl State {
     /// Whether the connection is read now (else TCP pushes back).
     fn readable(&self) -> bool {
-        let held = self.pending.len() + self.awaiting_rel.len();
+        let held = self.pending.len() + self.session.awaiting_release();
         match self.version {
             Version::V3 => held < usize::from(RECEIVE_MAXIMUM),
             Version::V5 => held < 2 * usize::from(RECEIVE_MAXIMUM),
@@ -102,7 +110,7 @@ impl State {
 
     /// QoS 1/2 publishes not yet answered PUBACK / PUBCOMP.
     fn in_flight(&self) -> usize {
-        self.unanswered + self.awaiting_rel.len()
+        self.unanswered + self.session.awaiting_release()
     }
 }
 
@@ -140,10 +148,14 @@ where
         buf: BytesMut::with_capacity(4096),
         codec: Codec::new(shared.max_packet_size),
         shared,
+        attached: None,
     };
     metrics::gauge!("sluice_mqtt_connections").increment(1.0);
     if let Err(e) = conn.run().await {
         tracing::debug!("MQTT connection ended: {e}");
+    }
+    if let Some((client_id, connection)) = conn.attached.take() {
+        conn.shared.sessions.detach(&client_id, connection);
     }
     metrics::gauge!("sluice_mqtt_connections").decrement(1.0);
 }
@@ -153,6 +165,8 @@ struct Connection<S> {
     buf: BytesMut,
     codec: Codec,
     shared: Arc<Shared>,
+    /// The client id and connection number holding a session, once attached.
+    attached: Option<(String, u64)>,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
@@ -168,7 +182,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
                 metrics::counter!("sluice_mqtt_connects_total", "outcome" => "refused")
                     .increment(1);
                 count_refusal_code(tonic::Code::Unauthenticated);
-                self.send(self.connack(refused.code, Some(refused.reason), None))
+                self.send(self.connack(refused.code, Some(refused.reason), None, None))
                     .await?;
                 return self.stream.shutdown().await;
             }
@@ -179,11 +193,23 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
         }
         let assigned = (connect.version == Version::V5 && connect.client_id.is_empty())
             .then(|| format!("sluice-{:016x}", rand::random::<u64>()));
-        self.send(self.connack(reason::SUCCESS, None, assigned))
+        let client_id = assigned.clone().unwrap_or(connect.client_id.clone());
+        let asked_secs = match connect.version {
+            Version::V5 => connect.session_expiry_secs,
+            // 3.1.1 clean session 0: the session is kept (for the server's maximum).
+            Version::V3 if connect.clean_start => 0,
+            Version::V3 => u32::MAX,
+        };
+        let attached = self
+            .shared
+            .sessions
+            .attach(&client_id, connect.clean_start, asked_secs);
+        self.attached = Some((client_id, attached.connection));
+        self.send(self.connack(reason::SUCCESS, None, assigned, Some(&attached)))
             .await?;
         let keep_alive = (connect.keep_alive > 0)
             .then(|| Duration::from_millis(u64::from(connect.keep_alive) * 1500));
-        let end = self.publishes(identity, keep_alive).await?;
+        let end = self.publishes(identity, keep_alive, attached).await?;
         if let End::Disconnect(code, why) = end {
             self.send(Outbound::Disconnect {
                 code,
@@ -198,13 +224,21 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
         self.codec.version().unwrap_or(Version::V5)
     }
 
-    fn connack(&self, code: u8, reason: Option<String>, assigned: Option<String>) -> Outbound {
+    fn connack(
+        &self,
+        code: u8,
+        reason: Option<String>,
+        assigned: Option<String>,
+        session: Option<&Attached>,
+    ) -> Outbound {
         Outbound::ConnAck {
             code,
             reason,
             receive_max: RECEIVE_MAXIMUM,
             max_packet_size: self.shared.max_packet_size,
             assigned_client_id: assigned,
+            session_present: session.is_some_and(|s| s.present),
+            session_expiry_secs: session.map_or(0, |s| s.expiry_secs),
         }
     }
 
@@ -213,8 +247,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
         &mut self,
         identity: Identity,
         keep_alive: Option<Duration>,
+        attached: Attached,
     ) -> std::io::Result<End> {
         let pod = self.shared.pod.clone();
+        let taken = attached.taken;
         let mut st = State {
             version: self.version(),
             identity,
@@ -222,7 +258,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
             pending: FuturesOrdered::new(),
             unanswered: 0,
             writing_qos2: HashSet::new(),
-            awaiting_rel: HashSet::new(),
+            session: attached.session,
         };
         let mut deadline = keep_alive.map(|k| Instant::now() + k);
         let mut reading = true;
@@ -239,6 +275,19 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
                         "the pod is shutting down; reconnect".into(),
                     ));
                 }
+                _ = pod.draining.cancelled(), if end.is_none() => {
+                    end = Some(End::Disconnect(
+                        reason::USE_ANOTHER_SERVER,
+                        "the pod is draining; reconnect (through the router) to another pod"
+                            .into(),
+                    ));
+                }
+                _ = taken.cancelled(), if end.is_none() => {
+                    end = Some(End::Disconnect(
+                        reason::SESSION_TAKEN_OVER,
+                        "another connection with this client id took the session over".into(),
+                    ));
+                }
                 Some(done) = st.pending.next(), if !st.pending.is_empty() => {
                     if done.qos == 2 {
                         st.writing_qos2.remove(&done.id);
@@ -246,7 +295,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
                     if done.qos > 0 {
                         st.unanswered -= 1;
                     }
-                    if let Some(stop) = self.answer(done, &mut st.awaiting_rel).await? {
+                    if let Some(stop) = self.answer(done).await? {
                         end.get_or_insert(stop);
                     }
                 }
@@ -292,7 +341,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
         match packet {
             Inbound::Publish(p) => self.publish(p, st).await,
             Inbound::PubRel(id) => {
-                let found = st.awaiting_rel.remove(&id);
+                let found = st.session.release(id);
                 self.send(Outbound::PubComp { id, found }).await?;
                 Ok(None)
             }
@@ -331,20 +380,53 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
             )));
         }
         let id = p.packet_id.unwrap_or(0);
-        if p.qos == 2 && (st.awaiting_rel.contains(&id) || st.writing_qos2.contains(&id)) {
-            // A redelivery of a QoS 2 publish already written (or being written): answered
-            // again, never written twice.
+        if p.qos == 2 && st.writing_qos2.contains(&id) {
+            // A redelivery of a QoS 2 publish this connection is writing: the write's answer
+            // is its answer.
             metrics::counter!("sluice_mqtt_qos2_redeliveries_total").increment(1);
-            if st.awaiting_rel.contains(&id) {
-                self.send(Outbound::PubRec {
-                    id,
-                    code: reason::SUCCESS,
-                    reason: None,
-                })
-                .await?;
-            }
             return Ok(None);
         }
+        let begun = if p.qos == 2 {
+            match st.session.begin(id) {
+                Begin::New(done) => Some(done),
+                Begin::Received => {
+                    // Written before (maybe on an earlier connection): PUBREC again, never
+                    // written twice.
+                    metrics::counter!("sluice_mqtt_qos2_redeliveries_total").increment(1);
+                    self.send(Outbound::PubRec {
+                        id,
+                        code: reason::SUCCESS,
+                        reason: None,
+                    })
+                    .await?;
+                    return Ok(None);
+                }
+                Begin::Writing(mut rx) => {
+                    // Being written by the connection this one took over: answered when
+                    // that write ends.
+                    metrics::counter!("sluice_mqtt_qos2_redeliveries_total").increment(1);
+                    let session = st.session.clone();
+                    st.unanswered += 1;
+                    st.pending.push_back(Box::pin(async move {
+                        let _ = rx.wait_for(|done| *done).await;
+                        let result = if session.is_received(id) {
+                            Ok(0)
+                        } else {
+                            Err(Refusal::new(
+                                reason::UNSPECIFIED,
+                                tonic::Code::Aborted,
+                                "the first delivery of this packet id was not written; \
+                                 publish it again",
+                            ))
+                        };
+                        Answered { qos: 2, id, result }
+                    }));
+                    return Ok(None);
+                }
+            }
+        } else {
+            None
+        };
         if p.qos > 0 && st.in_flight() >= usize::from(RECEIVE_MAXIMUM) {
             // Only v5 gets here: a 3.1.1 connection is not read at the limit.
             return Ok(Some(refuse(
@@ -369,13 +451,23 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
         let answer: Pending = match bound {
             Ok(b) => {
                 st.binding = Some(b.clone());
-                let task = tokio::spawn(publish::write(
+                let write = publish::write(
                     self.shared.pod.clone(),
                     self.shared.rest.clone(),
                     self.shared.coalescer.clone(),
                     b,
                     p.payload,
-                ));
+                );
+                let session = st.session.clone();
+                // The session learns the outcome from the write's own task, so it holds
+                // even if this connection is gone by then.
+                let task = tokio::spawn(async move {
+                    let result = write.await;
+                    if let Some(done) = begun {
+                        session.finish(id, result.is_ok(), done);
+                    }
+                    result
+                });
                 Box::pin(async move {
                     let result = task.await.unwrap_or_else(|e| {
                         Err(Refusal::new(
@@ -387,11 +479,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
                     Answered { qos, id, result }
                 })
             }
-            Err(refusal) => Box::pin(std::future::ready(Answered {
-                qos,
-                id,
-                result: Err(refusal),
-            })),
+            Err(refusal) => {
+                if let Some(done) = begun {
+                    st.session.finish(id, false, done);
+                }
+                Box::pin(std::future::ready(Answered {
+                    qos,
+                    id,
+                    result: Err(refusal),
+                }))
+            }
         };
         if qos == 2 {
             st.writing_qos2.insert(id);
@@ -404,11 +501,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
     }
 
     /// Sends the answer of a finished PUBLISH; Some ends the connection.
-    async fn answer(
-        &mut self,
-        done: Answered,
-        awaiting_rel: &mut HashSet<u16>,
-    ) -> std::io::Result<Option<End>> {
+    async fn answer(&mut self, done: Answered) -> std::io::Result<Option<End>> {
         let outcome = if done.result.is_ok() { "ok" } else { "refused" };
         metrics::counter!("sluice_mqtt_publishes_total", "outcome" => outcome).increment(1);
         let (code, why) = match done.result {
@@ -427,16 +520,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
                 code,
                 reason: why,
             },
-            _ => {
-                if code == reason::SUCCESS {
-                    awaiting_rel.insert(done.id);
-                }
-                Outbound::PubRec {
-                    id: done.id,
-                    code,
-                    reason: why,
-                }
-            }
+            _ => Outbound::PubRec {
+                id: done.id,
+                code,
+                reason: why,
+            },
         };
         if out.refusal_closes(self.version()) {
             return Ok(Some(End::Close));
@@ -466,7 +554,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
         count_refusal_code(wire_grpc(&e));
         let answer = match (&e, self.codec.version()) {
             (WireError::ClientIdRejected, Some(_)) => {
-                Some(self.connack(e.reason_code(), Some(e.to_string()), None))
+                Some(self.connack(e.reason_code(), Some(e.to_string()), None, None))
             }
             (_, Some(Version::V5)) => Some(Outbound::Disconnect {
                 code: e.reason_code(),

@@ -41,6 +41,8 @@ pub mod reason {
     pub const SERVER_UNAVAILABLE: u8 = 0x88;
     /// Server shutting down.
     pub const SERVER_SHUTTING_DOWN: u8 = 0x8B;
+    /// Session taken over (another connection with the same client id).
+    pub const SESSION_TAKEN_OVER: u8 = 0x8E;
     /// Keep alive timeout.
     pub const KEEP_ALIVE_TIMEOUT: u8 = 0x8D;
     /// Topic name invalid.
@@ -57,6 +59,8 @@ pub mod reason {
     pub const PAYLOAD_FORMAT_INVALID: u8 = 0x99;
     /// Retain not supported.
     pub const RETAIN_NOT_SUPPORTED: u8 = 0x9A;
+    /// Use another server (the pod is draining).
+    pub const USE_ANOTHER_SERVER: u8 = 0x9C;
 }
 
 /// The protocol version of a connection.
@@ -91,8 +95,8 @@ pub enum WireError {
     /// A CONNECT with an empty client id that asks to keep its session (clean start /
     /// clean session 0): there is no session to keep it under.
     #[error(
-        "an empty client id needs clean start (clean session) 1: this server keeps no \
-         session, so it cannot resume one for a client it cannot name"
+        "an empty client id needs clean start (clean session) 1: a session is kept under \
+         its client id, so none can be resumed for a client that names none"
     )]
     ClientIdRejected,
     /// An answer larger than the client's Maximum Packet Size (v5 CONNECT): it may not be
@@ -219,6 +223,10 @@ pub enum Outbound {
         max_packet_size: u32,
         /// v5: the client id this server gave a client that sent an empty one.
         assigned_client_id: Option<String>,
+        /// Whether the client's session was resumed.
+        session_present: bool,
+        /// v5: the session expiry interval granted, seconds.
+        session_expiry_secs: u32,
     },
     /// PUBACK (QoS 1).
     PubAck {
@@ -462,9 +470,13 @@ fn to_v3(out: Outbound) -> v3::Packet {
     // Ids come from decoded packets, which the codec checked to be non-zero.
     let id = |id: u16| NonZeroU16::new(id).unwrap_or(NonZeroU16::MIN);
     match out {
-        Outbound::ConnAck { code, .. } => v3::Packet::ConnectAck(v3::ConnectAck {
+        Outbound::ConnAck {
+            code,
+            session_present,
+            ..
+        } => v3::Packet::ConnectAck(v3::ConnectAck {
             return_code: v3_return_code(code),
-            session_present: false,
+            session_present,
         }),
         Outbound::PubAck { id: i, .. } => v3::Packet::PublishAck { packet_id: id(i) },
         Outbound::PubRec { id: i, .. } => v3::Packet::PublishReceived { packet_id: id(i) },
@@ -484,14 +496,17 @@ fn to_v5(out: Outbound) -> Result<v5::Packet, WireError> {
             receive_max,
             max_packet_size,
             assigned_client_id,
+            session_present,
+            session_expiry_secs,
         } => v5::Packet::ConnectAck(Box::new(v5::ConnectAck {
+            session_present,
             reason_code: v5::ConnectAckReason::try_from(code).map_err(|_| bad("CONNACK", code))?,
             reason_string: string(reason),
             receive_max: NonZeroU16::new(receive_max).unwrap_or(NonZeroU16::MAX),
             max_packet_size: Some(max_packet_size),
             assigned_client_id: string(assigned_client_id),
-            // Sessions are not kept past the connection (see `session`).
-            session_expiry_interval_secs: Some(0),
+            // The interval granted (the client's, capped by the server's maximum).
+            session_expiry_interval_secs: Some(session_expiry_secs),
             max_qos: QoS::ExactlyOnce,
             topic_alias_max: 0,
             retain_available: false,
@@ -633,6 +648,8 @@ mod tests {
                 receive_max: 64,
                 max_packet_size: 1024,
                 assigned_client_id: None,
+                session_present: false,
+                session_expiry_secs: 0,
             };
             codec.encode(answer, &mut out).expect("connack");
             assert_eq!(&out[..connack.len()], connack, "level {level}");
@@ -667,6 +684,8 @@ mod tests {
             receive_max: 64,
             max_packet_size: 1024,
             assigned_client_id: assigned.map(str::to_string),
+            session_present: false,
+            session_expiry_secs: 0,
         };
         let mut out = BytesMut::new();
         let e = codec
@@ -693,6 +712,8 @@ mod tests {
             receive_max: 64,
             max_packet_size: 1024,
             assigned_client_id: None,
+            session_present: false,
+            session_expiry_secs: 0,
         };
         codec.encode(refused, &mut out).expect("connack");
         assert_eq!(&out[..], b"\x20\x02\x00\x04");

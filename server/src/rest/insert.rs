@@ -115,6 +115,7 @@ impl RestIngest {
                     .append(KIND_STREAM_OPEN, payload.as_ref().clone(), None)
                     .await?;
                 pod.streams.register(key, sink.name(), payload, lsn, true);
+                pod.streams.mark_internal(key);
                 Ok::<_, ServerError>(RestStream {
                     key,
                     next_offset: AtomicI64::new(0),

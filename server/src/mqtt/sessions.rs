@@ -1,0 +1,267 @@
+//! MQTT sessions that outlive a connection, kept in the pod's memory per client id.
+//!
+//! What an ingest-only server keeps of a session: the QoS 2 packet ids received — written
+//! and answered PUBREC, or being written — and not yet released by PUBREL. So a client that
+//! reconnects and sends a PUBLISH again (DUP) gets PUBREC without a second write, and its
+//! PUBREL for a remembered id gets PUBCOMP (an id not remembered: PUBCOMP 0x92 on v5).
+//!
+//! - Resume: CONNECT with clean start 0 (3.1.1: clean session 0) finds the session of its
+//!   client id (CONNACK session present 1) unless it expired; clean start 1 discards it.
+//! - Expiry: a session outlives its connection by the interval the client asked for (v5
+//!   Session Expiry Interval; 3.1.1 clean session 0: the maximum; clean session 1 or an
+//!   interval of 0: not at all), capped by [`SESSION_EXPIRY_MAX_SECS`] (the granted value is
+//!   announced in the v5 CONNACK). An expired session is not resumed; expired sessions are
+//!   dropped by a sweep at a CONNECT at most every [`SWEEP_EVERY`].
+//! - Takeover: a CONNECT for a client id whose session another connection holds cancels
+//!   that connection's token ([`Attached::taken`]); it answers what it has under way and
+//!   leaves with DISCONNECT 0x8E Session taken over (3.1.1: a close). Its writes still mark
+//!   their ids in the session, which the new connection now holds.
+//! - A pod restart loses every session (they are in memory only): a device reconnecting then
+//!   gets session present 0.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// The longest a session outlives its connection, seconds (announced in the v5 CONNACK).
+pub const SESSION_EXPIRY_MAX_SECS: u32 = 3600;
+
+/// How often at most a CONNECT sweeps expired sessions out (the sweep reads them all).
+pub const SWEEP_EVERY: Duration = Duration::from_secs(10);
+
+/// The pod's sessions by client id.
+#[derive(Default)]
+pub struct Sessions {
+    by_client: Mutex<HashMap<String, Arc<Session>>>,
+    next_connection: AtomicU64,
+    swept_at: Mutex<Option<Instant>>,
+}
+
+/// One client's session.
+#[derive(Default)]
+pub struct Session {
+    qos2: Mutex<HashMap<u16, Qos2>>,
+    holder: Mutex<Holder>,
+}
+
+/// Which connection holds a session, and until when it is kept once none does.
+#[derive(Default)]
+struct Holder {
+    connection: Option<(u64, CancellationToken)>,
+    expiry: Duration,
+    detached_at: Option<Instant>,
+}
+
+/// A QoS 2 packet id the session knows.
+enum Qos2 {
+    /// Being written; the sender says when the write ended (`finish`).
+    Writing(watch::Receiver<bool>),
+    /// Written and answered PUBREC, until PUBREL.
+    Received,
+}
+
+/// What a QoS 2 PUBLISH's packet id means to the session.
+pub enum Begin {
+    /// New: write it, then [`Session::finish`] with this sender.
+    New(watch::Sender<bool>),
+    /// Being written (by this or an earlier connection): wait on this, then
+    /// [`Session::is_received`].
+    Writing(watch::Receiver<bool>),
+    /// Already written: answer PUBREC, do not write.
+    Received,
+}
+
+/// A connection's hold on its session.
+pub struct Attached {
+    /// The session.
+    pub session: Arc<Session>,
+    /// Whether it was resumed (CONNACK session present).
+    pub present: bool,
+    /// The granted session expiry interval, seconds.
+    pub expiry_secs: u32,
+    /// This connection's number (for [`Sessions::detach`]).
+    pub connection: u64,
+    /// Cancelled when another connection takes the session over.
+    pub taken: CancellationToken,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding one of these locks leaves plain data behind: keep using it.
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Sessions {
+    /// The session of `client_id` for a new connection (resumed unless `clean_start`),
+    /// taking it over from a connection that holds it. `asked_secs`: the expiry interval the
+    /// client asked for (3.1.1 clean session 0: `u32::MAX`).
+    pub fn attach(&self, client_id: &str, clean_start: bool, asked_secs: u32) -> Attached {
+        let now = Instant::now();
+        let expiry_secs = asked_secs.min(SESSION_EXPIRY_MAX_SECS);
+        let connection = self.next_connection.fetch_add(1, Ordering::Relaxed);
+        let taken = CancellationToken::new();
+        let mut map = lock(&self.by_client);
+        let mut swept_at = lock(&self.swept_at);
+        if swept_at.is_none_or(|at| now.duration_since(at) >= SWEEP_EVERY) {
+            map.retain(|_, s| !s.expired(now));
+            *swept_at = Some(now);
+        }
+        drop(swept_at);
+        let existing = map.get(client_id).cloned();
+        if let Some(old) = &existing {
+            if let Some((_, token)) = lock(&old.holder).connection.take() {
+                metrics::counter!("sluice_mqtt_session_takeovers_total").increment(1);
+                token.cancel();
+            }
+        }
+        let (session, present) = match existing {
+            Some(old) if !clean_start && !old.expired(now) => (old, true),
+            _ => {
+                let fresh = Arc::new(Session::default());
+                map.insert(client_id.to_string(), fresh.clone());
+                (fresh, false)
+            }
+        };
+        *lock(&session.holder) = Holder {
+            connection: Some((connection, taken.clone())),
+            expiry: Duration::from_secs(u64::from(expiry_secs)),
+            detached_at: None,
+        };
+        metrics::counter!(
+            "sluice_mqtt_sessions_total",
+            "outcome" => if present { "resumed" } else { "new" }
+        )
+        .increment(1);
+        Attached {
+            session,
+            present,
+            expiry_secs,
+            connection,
+            taken,
+        }
+    }
+
+    /// The connection `connection` ended: its session is kept for its expiry interval (or
+    /// dropped now if that is 0) unless another connection took it over.
+    pub fn detach(&self, client_id: &str, connection: u64) {
+        let mut map = lock(&self.by_client);
+        let Some(session) = map.get(client_id).cloned() else {
+            return;
+        };
+        let mut holder = lock(&session.holder);
+        if holder.connection.as_ref().map(|(c, _)| *c) != Some(connection) {
+            return;
+        }
+        holder.connection = None;
+        if holder.expiry.is_zero() {
+            drop(holder);
+            map.remove(client_id);
+        } else {
+            holder.detached_at = Some(Instant::now());
+        }
+    }
+
+    /// Sessions kept (held by a connection or waiting for one).
+    pub fn len(&self) -> usize {
+        lock(&self.by_client).len()
+    }
+
+    /// Whether no session is kept.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Session {
+    fn expired(&self, now: Instant) -> bool {
+        let holder = lock(&self.holder);
+        holder
+            .detached_at
+            .is_some_and(|at| now.duration_since(at) >= holder.expiry)
+    }
+
+    /// What QoS 2 packet id `id` is to this session; a new id is marked as being written.
+    pub fn begin(&self, id: u16) -> Begin {
+        let mut qos2 = lock(&self.qos2);
+        match qos2.get(&id) {
+            Some(Qos2::Received) => return Begin::Received,
+            // A writer that went away without finishing (its task panicked) is forgotten.
+            Some(Qos2::Writing(rx)) if rx.has_changed().is_ok() => {
+                return Begin::Writing(rx.clone())
+            }
+            _ => {}
+        }
+        let (tx, rx) = watch::channel(false);
+        qos2.insert(id, Qos2::Writing(rx));
+        Begin::New(tx)
+    }
+
+    /// The write of QoS 2 packet id `id` ended: remembered until PUBREL if `written`, else
+    /// forgotten (a refused publish is not kept).
+    pub fn finish(&self, id: u16, written: bool, done: watch::Sender<bool>) {
+        let mut qos2 = lock(&self.qos2);
+        if written {
+            qos2.insert(id, Qos2::Received);
+        } else {
+            qos2.remove(&id);
+        }
+        drop(qos2);
+        let _ = done.send(true);
+    }
+
+    /// Whether `id` was written and not yet released.
+    pub fn is_received(&self, id: u16) -> bool {
+        matches!(lock(&self.qos2).get(&id), Some(Qos2::Received))
+    }
+
+    /// PUBREL of `id`: whether it was remembered (then it is released).
+    pub fn release(&self, id: u16) -> bool {
+        let mut qos2 = lock(&self.qos2);
+        if matches!(qos2.get(&id), Some(Qos2::Received)) {
+            qos2.remove(&id);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// QoS 2 ids written and awaiting PUBREL.
+    pub fn awaiting_release(&self) -> usize {
+        lock(&self.qos2)
+            .values()
+            .filter(|q| matches!(q, Qos2::Received))
+            .count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_is_resumed_taken_over_and_expires() {
+        let sessions = Sessions::default();
+        let first = sessions.attach("dev", false, 60);
+        assert!(!first.present);
+        let Begin::New(tx) = first.session.begin(7) else {
+            panic!("a new id")
+        };
+        first.session.finish(7, true, tx);
+        let second = sessions.attach("dev", false, 60);
+        assert!(second.present && first.taken.is_cancelled());
+        assert!(matches!(second.session.begin(7), Begin::Received));
+        // The old connection's end does not drop the session the new one holds.
+        sessions.detach("dev", first.connection);
+        assert_eq!(sessions.len(), 1);
+        assert!(second.session.release(7) && !second.session.release(7));
+        sessions.detach("dev", second.connection);
+        let clean = sessions.attach("dev", true, 0);
+        assert!(!clean.present);
+        sessions.detach("dev", clean.connection);
+        assert!(sessions.is_empty(), "expiry 0: dropped at the end");
+        assert_eq!(sessions.attach("x", false, u32::MAX).expiry_secs, 3600);
+    }
+}
