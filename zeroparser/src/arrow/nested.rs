@@ -59,6 +59,8 @@ pub(crate) struct NestedColumns {
     stack: Vec<Frame>,
     /// Protobuf records handed to the value tree since the columns were made.
     via_tree: u64,
+    /// JSON records handed to the value tree since the columns were made.
+    json_via_tree: u64,
 }
 
 impl NestedColumns {
@@ -68,6 +70,7 @@ impl NestedColumns {
             tree: Tree::new(columns),
             stack: Vec::new(),
             via_tree: 0,
+            json_via_tree: 0,
         }
     }
 
@@ -111,13 +114,14 @@ impl NestedColumns {
             tree: &mut self.tree,
             failed: false,
         };
-        let decoded = decode_into(plan, record, &mut writer).is_ok() && !writer.failed;
+        let decoded = decode_into(plan, record, &mut writer).is_some() && !writer.failed;
         let done = decoded && self.end_row().is_ok();
         self.tree.absent_is_empty = true;
         if done {
             return Ok(());
         }
         self.rollback();
+        self.json_via_tree += 1;
         via_tree::append_json(self, plan, record, columns)
     }
 
@@ -154,6 +158,12 @@ impl NestedColumns {
     /// ones included.
     pub(crate) fn via_tree(&self) -> u64 {
         self.via_tree
+    }
+
+    /// JSON records handed to the value tree since the columns were made, rejected ones
+    /// included.
+    pub(crate) fn json_via_tree(&self) -> u64 {
+        self.json_via_tree
     }
 
     /// Commits the record's open row in every top-level column.
