@@ -247,7 +247,7 @@ impl JsonSink for JsonWriter<'_> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn push(&mut self, node: usize, value: &Value<'_>) {
         if matches!(value, Value::Null) && !self.tree.nullable(node) {
             self.failed = true;

@@ -29,6 +29,7 @@ pub(super) fn expected_json(target: &ColumnType) -> &'static str {
 }
 
 /// Converts a JSON integer to a value of scalar column `target`.
+#[inline]
 pub(super) fn integer_value(
     target: &ColumnType,
     value: i128,
@@ -46,6 +47,7 @@ pub(super) fn integer_value(
 
 /// Converts a JSON number with a fraction or exponent to a value of scalar column `target`
 /// (an integral one, `3.0` or `1e3`, also to an integer column).
+#[inline]
 pub(super) fn double_value(
     target: &ColumnType,
     value: f64,
@@ -71,6 +73,7 @@ pub(super) fn double_value(
 }
 
 /// Converts a JSON string to a column value.
+#[inline]
 pub(super) fn string_value<'a>(
     target: &ColumnType,
     text: Cow<'a, str>,

@@ -57,9 +57,15 @@ fn fill_struct<S: JsonSink>(
     if scanner.empty(b'}')? {
         return Some(());
     }
+    // Members usually come in column order: try the column after the last one first.
+    let mut next = 0;
     loop {
         let key = scanner.string()?;
-        let index = plan.find(&key)?;
+        let index = match plan.columns.get(next) {
+            Some(column) if column.name == *key => next,
+            _ => plan.find(&key)?,
+        };
+        next = index + 1;
         let column = plan.columns.get(index)?;
         scanner.eat(b':')?;
         value(&column.kind, sink.child(node, index), false, sink, scanner)?;
@@ -144,9 +150,10 @@ fn value<S: JsonSink>(
 fn scalar<'a>(target: &ColumnType, first: u8, scanner: &mut Scanner<'a>) -> Option<Value<'a>> {
     match first {
         // VARIANT keeps the value's text, which serde_json's raw value validates.
-        _ if *target == ColumnType::Variant => None,
+        _ if matches!(target, ColumnType::Variant) => None,
+        b'"' if matches!(target, ColumnType::String) => scanner.string().map(Value::Str),
         b'"' => string_value(target, scanner.string()?).ok(),
-        b't' | b'f' if *target == ColumnType::Boolean => {
+        b't' | b'f' if matches!(target, ColumnType::Boolean) => {
             let truth = first == b't';
             scanner.literal(if truth { b"true" } else { b"false" })?;
             Some(Value::Bool(truth))

@@ -5,19 +5,88 @@
 //!
 //! Read here: whitespace, `null` / `true` / `false`, strings without escapes (borrowed) or
 //! with the two-character escapes (`\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r`, `\t`; copied),
-//! integers that fit serde_json's `u64` / `i64` forms and decimals whose digits fit 2^53
-//! with a power of ten up to 22 (one rounding, so the same double as serde_json's with or
-//! without `float_roundtrip`); other decimals are parsed by serde_json itself. Left to the
-//! value tree: `\u` escapes, control characters in strings, integers beyond `u64`, and any
-//! syntax error.
+//! integers that fit serde_json's `u64` / `i64` forms, and decimals whose digits fit a `u64`
+//! with a power of ten up to 308 by serde_json's own conversion without `float_roundtrip`
+//! (found at run time, see [`serde_powers`]; with `float_roundtrip`, which rounds correctly,
+//! only digits up to 2^53 with a power up to 22: one rounding, the correct double). Other
+//! decimals are parsed by serde_json itself. Left to the value tree: `\u` escapes, control
+//! characters in strings, integers beyond `u64`, and any syntax error.
 
 use std::borrow::Cow;
+use std::sync::OnceLock;
 
-/// Exact powers of ten as doubles.
-const POW10: [f64; 23] = [
+/// The powers of ten that are exact doubles.
+const EXACT: [f64; 23] = [
     1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
     1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
 ];
+
+/// The powers of ten serde_json's decimal conversion divides or multiplies by, if it is the
+/// one without the `float_roundtrip` feature (`significand as f64` times or divided by the
+/// double nearest `10^e`, e ≤ 308); `None` if it rounds correctly instead. Found once by
+/// asking serde_json to read a decimal the two conversions round differently.
+fn serde_powers() -> Option<&'static [f64]> {
+    static POWERS: OnceLock<Option<Vec<f64>>> = OnceLock::new();
+    POWERS
+        .get_or_init(|| {
+            let powers = (0..=308)
+                .map(|e| format!("1e{e}").parse::<f64>().ok())
+                .collect::<Option<Vec<f64>>>()?;
+            let probe: f64 = serde_json::from_str("74187060.866652760").ok()?;
+            let truncating = 74_187_060_866_652_760_u64 as f64 / powers.get(9)?;
+            (probe.to_bits() == truncating.to_bits()).then_some(powers)
+        })
+        .as_deref()
+}
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// The high bit of each byte of `word` that is zero; bits above the lowest one may be false
+/// positives (borrows), the lowest one is exact.
+#[inline(always)]
+fn zero_bytes(word: u64) -> u64 {
+    word.wrapping_sub(ONES) & !word & HIGHS
+}
+
+/// The first index from `i` whose byte may end a plain run of a string (`"`, `\` or a
+/// control character), eight bytes at a time; the caller looks at that byte itself.
+#[inline(always)]
+fn skip_plain(bytes: &[u8], mut i: usize) -> usize {
+    // Two words a round while they last (long strings), then one.
+    while let Some(chunk) = bytes.get(i..i + 16) {
+        let (low, high) = chunk.split_at(8);
+        let special = special_bytes(low);
+        if special != 0 {
+            return i + (special.trailing_zeros() / 8) as usize;
+        }
+        let special = special_bytes(high);
+        if special != 0 {
+            return i + 8 + (special.trailing_zeros() / 8) as usize;
+        }
+        i += 16;
+    }
+    while let Some(chunk) = bytes.get(i..i + 8) {
+        let special = special_bytes(chunk);
+        if special != 0 {
+            return i + (special.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    i
+}
+
+/// The high bit of each byte of the 8-byte `chunk` that may be `"`, `\\` or a control
+/// character (exact for the lowest one, see [`zero_bytes`]).
+#[inline(always)]
+fn special_bytes(chunk: &[u8]) -> u64 {
+    let mut word = [0u8; 8];
+    word.copy_from_slice(chunk);
+    let word = u64::from_le_bytes(word);
+    zero_bytes(word ^ (ONES * u64::from(b'"')))
+        | zero_bytes(word ^ (ONES * u64::from(b'\\')))
+        | (word.wrapping_sub(ONES * 0x20) & !word & HIGHS)
+}
 
 /// A JSON number in serde_json's three forms.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -122,7 +191,7 @@ impl<'a> Scanner<'a> {
         }
         let start = self.pos + 1;
         let bytes = self.bytes();
-        let mut i = start;
+        let mut i = skip_plain(bytes, start);
         loop {
             match *bytes.get(i)? {
                 b'"' => {
@@ -157,7 +226,7 @@ impl<'a> Scanner<'a> {
             };
             out.push(decoded);
             let run = escape + 2;
-            let mut i = run;
+            let mut i = skip_plain(bytes, run);
             loop {
                 match *bytes.get(i)? {
                     b'"' => {
@@ -221,14 +290,19 @@ impl<'a> Scanner<'a> {
             });
         }
         let mut exponent: i64 = 0;
+        // More digits than a u64 holds: serde_json drops the rest, left to it.
+        let mut overflow = false;
         if bytes.get(i) == Some(&b'.') {
             i += 1;
             let digits = i;
             while let Some(&d) = bytes.get(i).filter(|d| d.is_ascii_digit()) {
-                significand = significand
+                match significand
                     .checked_mul(10)
                     .and_then(|s| s.checked_add(u64::from(d - b'0')))
-                    .unwrap_or(u64::MAX);
+                {
+                    Some(next) => significand = next,
+                    None => overflow = true,
+                }
                 exponent -= 1;
                 i += 1;
             }
@@ -263,19 +337,31 @@ impl<'a> Scanner<'a> {
             exponent = exponent.saturating_add(sign * written);
         }
         self.pos = i;
-        let pow = usize::try_from(exponent.unsigned_abs())
-            .ok()
-            .and_then(|e| POW10.get(e));
-        let value = match pow {
-            Some(&pow) if significand <= 1 << 53 => {
+        let power = usize::try_from(exponent.unsigned_abs()).unwrap_or(usize::MAX);
+        let exact = EXACT
+            .get(power)
+            .filter(|_| significand <= 1 << 53 && !overflow);
+        let value = match serde_powers().and_then(|p| p.get(power)) {
+            // serde_json's own conversion (without `float_roundtrip`): the digits as a
+            // double, times or divided by the double nearest the power of ten.
+            Some(&pow) if !overflow => {
                 let f = significand as f64;
+                if exponent >= 0 {
+                    Some(f * pow).filter(|v| v.is_finite())?
+                } else {
+                    f / pow
+                }
+            }
+            // Exact digits and power, one rounding: what any correct conversion gives.
+            _ if exact.is_some() => {
+                let (f, pow) = (significand as f64, exact.copied().unwrap_or(1.0));
                 if exponent >= 0 {
                     f * pow
                 } else {
                     f / pow
                 }
             }
-            // Beyond the exact range: serde_json's own parse, so both paths agree.
+            // Otherwise serde_json's own parse, so both paths agree.
             _ => serde_json::from_str::<f64>(self.text.get(start..i)?).ok()?,
         };
         Some(Number::Double(if negative { -value } else { value }))
@@ -328,6 +414,12 @@ mod tests {
             "5e-324",
             "0.30000000000000004",
             "9007199254740993.0",
+            "74187060.866652760",
+            "7236830840615796.5",
+            "-0.12345678901234567",
+            "1234.5678901234567e-300",
+            "98765432109876543.21e250",
+            "12345678901234567890.5",
         ] {
             if let Some(ours) = number(text) {
                 let theirs = serde_number(text).expect("serde_json reads it");
@@ -352,5 +444,15 @@ mod tests {
         assert_eq!(s.string(), None);
         assert_eq!(Scanner::new("\"a\u{1}\"").string(), None);
         assert_eq!(Scanner::new("\"open").string(), None);
+        // Runs longer than a word, the special byte at every position of one.
+        for at in 0..40 {
+            let mut text = "x".repeat(40);
+            text.insert(at, '"');
+            let quoted = format!("\"{text}\"");
+            assert_eq!(Scanner::new(&quoted).string().as_deref(), Some(&text[..at]));
+            let mut bad = "é".repeat(20);
+            bad.insert(at / 2 * 2, '\u{1f}');
+            assert_eq!(Scanner::new(&format!("\"{bad}\"")).string(), None, "{at}");
+        }
     }
 }
