@@ -210,6 +210,26 @@ impl JsonSink for JsonWriter<'_> {
         self.set(node, &Value::Null);
     }
 
+    #[inline(always)]
+    fn set_str(&mut self, node: usize, text: &str) {
+        match node.checked_sub(1).and_then(|i| self.columns.get_mut(i)) {
+            Some(column) => {
+                column.write(self.rows, |data| data.push_str(text));
+            }
+            None => self.failed = true,
+        }
+    }
+
+    #[inline(always)]
+    fn set_int(&mut self, node: usize, value: i64) {
+        match node.checked_sub(1).and_then(|i| self.columns.get_mut(i)) {
+            Some(column) => {
+                column.write(self.rows, |data| data.push_int(value));
+            }
+            None => self.failed = true,
+        }
+    }
+
     // No containers: never called for a flat table's plan.
     fn push(&mut self, _: usize, _: &Value<'_>) {
         self.failed = true;

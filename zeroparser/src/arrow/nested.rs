@@ -270,6 +270,26 @@ impl JsonSink for JsonWriter<'_> {
         }
     }
 
+    #[inline(always)]
+    fn set_str(&mut self, node: usize, text: &str) {
+        self.write_leaf(node, |data| data.push_str(text));
+    }
+
+    #[inline(always)]
+    fn push_str(&mut self, node: usize, text: &str) {
+        self.push_leaf(node, |data| data.push_str(text));
+    }
+
+    #[inline(always)]
+    fn set_int(&mut self, node: usize, value: i64) {
+        self.write_leaf(node, |data| data.push_int(value));
+    }
+
+    #[inline(always)]
+    fn push_int(&mut self, node: usize, value: i64) {
+        self.push_leaf(node, |data| data.push_int(value));
+    }
+
     fn push_key(&mut self, map: usize, key: &Value<'_>) {
         let key_node = self.tree.child(map, 0);
         self.push(key_node, key);
@@ -290,6 +310,39 @@ impl JsonSink for JsonWriter<'_> {
     fn commit(&mut self, node: usize) {
         if self.tree.close(node, true).is_err() {
             self.failed = true;
+        }
+    }
+}
+
+impl JsonWriter<'_> {
+    /// Writes the open row of leaf `node` with `push` (see `LeafColumn::write`).
+    #[inline(always)]
+    fn write_leaf(&mut self, node: usize, push: impl FnOnce(&mut Data) -> bool) {
+        match self.tree.nodes.get_mut(node) {
+            Some(Node {
+                rows,
+                kind: Kind::Leaf(column),
+                ..
+            }) => {
+                column.write(*rows, push);
+            }
+            _ => self.failed = true,
+        }
+    }
+
+    /// Commits the next row of leaf `node` with `push` (see `LeafColumn::push_with`).
+    #[inline(always)]
+    fn push_leaf(&mut self, node: usize, push: impl FnOnce(&mut Data) -> bool) {
+        match self.tree.nodes.get_mut(node) {
+            Some(Node {
+                rows,
+                kind: Kind::Leaf(column),
+                ..
+            }) => {
+                column.push_with(push);
+                *rows += 1;
+            }
+            _ => self.failed = true,
         }
     }
 }

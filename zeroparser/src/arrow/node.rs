@@ -85,7 +85,7 @@ pub(super) struct Tree {
 
 /// Keys of a map row compared with every later key directly; later keys go through the
 /// row's hash filter (see [`Tree::key_repeats`]).
-const SCANNED_KEYS: usize = 4;
+const SCANNED_KEYS: usize = 1;
 
 fn offset(count: usize) -> i32 {
     // The batch builder keeps every column below i32::MAX entries.

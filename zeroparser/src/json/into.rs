@@ -14,8 +14,10 @@
 use super::convert::{double_value, integer_value, key_value, string_value};
 use super::plan::{JsonKind, JsonPlan, StructPlan};
 use super::scan::{Number, Scanner};
+use std::borrow::Cow;
+
 use crate::schema::ColumnType;
-use crate::value::Value;
+use crate::value::{int_value, Value};
 
 /// The node of the record (its columns are its children).
 pub(crate) const RECORD: usize = 0;
@@ -37,6 +39,22 @@ pub(crate) trait JsonSink {
     fn begin(&mut self, node: usize);
     /// Commits the open row of container `node` (a list element or map value).
     fn commit(&mut self, node: usize);
+    /// [`set`](Self::set) of a string, without building a [`Value`].
+    fn set_str(&mut self, node: usize, text: &str) {
+        self.set(node, &Value::Str(Cow::Borrowed(text)));
+    }
+    /// [`push`](Self::push) of a string, without building a [`Value`].
+    fn push_str(&mut self, node: usize, text: &str) {
+        self.push(node, &Value::Str(Cow::Borrowed(text)));
+    }
+    /// [`set`](Self::set) of an integer, without building a [`Value`].
+    fn set_int(&mut self, node: usize, value: i64) {
+        self.set(node, &Value::Int(value));
+    }
+    /// [`push`](Self::push) of an integer, without building a [`Value`].
+    fn push_int(&mut self, node: usize, value: i64) {
+        self.push(node, &Value::Int(value));
+    }
 }
 
 /// Decodes `record` into `sink`; `None` if anything failed (see the module doc).
@@ -95,19 +113,27 @@ fn value<S: JsonSink>(
         return Some(());
     }
     match kind {
-        JsonKind::Scalar(target) => {
-            let value = scalar(target, first, scanner)?;
-            if element {
-                sink.push(node, &value);
-            } else {
-                sink.set(node, &value);
-            }
-        }
+        JsonKind::Scalar(target) => write_scalar(target, first, node, element, sink, scanner)?,
         JsonKind::Array(item) => {
             scanner.eat(b'[')?;
             begin(sink, node, element);
             let child = sink.child(node, 0);
-            if !scanner.empty(b']')? {
+            if scanner.empty(b']')? {
+            } else if let JsonKind::Scalar(target) = &**item {
+                // Scalar elements (the common array) in a loop of their own.
+                loop {
+                    let first = scanner.peek()?;
+                    if first == b'n' {
+                        scanner.literal(b"null")?;
+                        sink.push(child, &Value::Null);
+                    } else {
+                        write_scalar(target, first, child, true, sink, scanner)?;
+                    }
+                    if !scanner.more(b']')? {
+                        break;
+                    }
+                }
+            } else {
                 loop {
                     value(item, child, true, sink, scanner)?;
                     if !scanner.more(b']')? {
@@ -140,6 +166,57 @@ fn value<S: JsonSink>(
                 }
             }
             end(sink, node, element);
+        }
+    }
+    Some(())
+}
+
+/// Writes a scalar value other than `null`, starting with `first`, to `node` (a member:
+/// its open row; `element`: a committed row); strings into STRING columns and integers into
+/// integer columns without building a [`Value`].
+#[inline(always)]
+fn write_scalar<S: JsonSink>(
+    target: &ColumnType,
+    first: u8,
+    node: usize,
+    element: bool,
+    sink: &mut S,
+    scanner: &mut Scanner<'_>,
+) -> Option<()> {
+    match (target, first) {
+        (ColumnType::String, b'"') => {
+            let text = scanner.string()?;
+            if element {
+                sink.push_str(node, &text);
+            } else {
+                sink.set_str(node, &text);
+            }
+        }
+        (
+            ColumnType::TinyInt | ColumnType::SmallInt | ColumnType::Int | ColumnType::BigInt,
+            b'-' | b'0'..=b'9',
+        ) => {
+            let value = match scanner.number()? {
+                Number::Unsigned(n) => int_value(i128::from(n), target).ok()?,
+                Number::Negative(n) => int_value(i128::from(n), target).ok()?,
+                Number::Double(v) => match double_value(target, v).ok()? {
+                    Value::Int(i) => i,
+                    _ => return None,
+                },
+            };
+            if element {
+                sink.push_int(node, value);
+            } else {
+                sink.set_int(node, value);
+            }
+        }
+        _ => {
+            let value = scalar(target, first, scanner)?;
+            if element {
+                sink.push(node, &value);
+            } else {
+                sink.set(node, &value);
+            }
         }
     }
     Some(())
