@@ -315,34 +315,19 @@ impl JsonSink for JsonWriter<'_> {
 }
 
 impl JsonWriter<'_> {
-    /// Writes the open row of leaf `node` with `push` (see `LeafColumn::write`).
+    /// Writes the open row of leaf `node` with `push` (see [`Tree::write_leaf`]).
     #[inline(always)]
     fn write_leaf(&mut self, node: usize, push: impl FnOnce(&mut Data) -> bool) {
-        match self.tree.nodes.get_mut(node) {
-            Some(Node {
-                rows,
-                kind: Kind::Leaf(column),
-                ..
-            }) => {
-                column.write(*rows, push);
-            }
-            _ => self.failed = true,
+        if !self.tree.write_leaf(node, push) {
+            self.failed = true;
         }
     }
 
-    /// Commits the next row of leaf `node` with `push` (see `LeafColumn::push_with`).
+    /// Commits the next row of leaf `node` with `push` (see [`Tree::push_leaf`]).
     #[inline(always)]
     fn push_leaf(&mut self, node: usize, push: impl FnOnce(&mut Data) -> bool) {
-        match self.tree.nodes.get_mut(node) {
-            Some(Node {
-                rows,
-                kind: Kind::Leaf(column),
-                ..
-            }) => {
-                column.push_with(push);
-                *rows += 1;
-            }
-            _ => self.failed = true,
+        if !self.tree.push_leaf(node, push) {
+            self.failed = true;
         }
     }
 }
@@ -373,15 +358,8 @@ impl Writer<'_> {
         let Some(id) = self.node(slot) else {
             return;
         };
-        match self.tree.nodes.get_mut(id) {
-            Some(Node {
-                rows,
-                kind: Kind::Leaf(column),
-                ..
-            }) => {
-                column.write(*rows, push);
-            }
-            _ => self.failed = true,
+        if !self.tree.write_leaf(id, push) {
+            self.failed = true;
         }
     }
 
@@ -394,16 +372,8 @@ impl Writer<'_> {
     /// Commits the next row of leaf `id` with `push` (see `LeafColumn::push_with`).
     #[inline(always)]
     fn push_with(&mut self, id: usize, push: impl FnOnce(&mut Data) -> bool) {
-        match self.tree.nodes.get_mut(id) {
-            Some(Node {
-                rows,
-                kind: Kind::Leaf(column),
-                ..
-            }) => {
-                column.push_with(push);
-                *rows += 1;
-            }
-            _ => self.failed = true,
+        if !self.tree.push_leaf(id, push) {
+            self.failed = true;
         }
     }
 
