@@ -5,7 +5,9 @@
 //! record the flat table accepts (its rescued cell then null, its other cells equal) and
 //! fails only records the flat table fails too. Each record alone in the nested table (one
 //! pass straight into the column tree) holds exactly what the value-tree decode of the same
-//! table with the `_rescued_data` column holds, when that rescues nothing.
+//! table with the `_rescued_data` column holds, when that rescues nothing; and in both tables
+//! the one pass (its own scanner) gives the verdict, error and row serde_json's value-tree
+//! decode gives.
 #![no_main]
 
 mod common;
@@ -51,6 +53,17 @@ fn check_against_value_tree(schema: &TableSchema, record: &str) {
     }
 }
 
+/// `record` alone: the one pass (its own scanner) and the value-tree decode (serde_json) of
+/// the same table give the same verdict, the same error and the same row.
+fn check_scanner_against_serde(schema: &TableSchema, record: &str) {
+    let mut direct = RecordBatchBuilder::new(schema);
+    let mut tree = RecordBatchBuilder::new(schema);
+    let ours = direct.append_json(record);
+    let theirs = tree.append_json_via_value_tree(record);
+    assert_eq!(ours, theirs, "one pass vs serde_json: {record}");
+    assert_eq!(rows(&direct.finish()), rows(&tree.finish()), "{record}");
+}
+
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
@@ -70,6 +83,8 @@ fuzz_target!(|data: &[u8]| {
     rescuing.append_json(first).expect("first row");
     for record in std::iter::once(text).chain(text.lines()) {
         check_against_value_tree(&nested_schema, record);
+        check_scanner_against_serde(&flat_schema, record);
+        check_scanner_against_serde(&nested_schema, record);
         let before = (flat.len(), nested.len());
         let rescued_before = rescuing.len();
         let a = flat.append_json(record);

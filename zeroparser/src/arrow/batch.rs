@@ -24,7 +24,7 @@ use arrow_schema::{Fields, Schema, SchemaRef};
 
 use super::flat::FlatColumns;
 use super::nested::NestedColumns;
-use super::via_tree::ValueRows;
+use super::via_tree::{self, ValueRows};
 use crate::avro::AvroPlan;
 use crate::error::{DecodeError, DecodeErrorKind, SchemaError};
 use crate::json::{self, JsonPlan};
@@ -176,16 +176,30 @@ impl RecordBatchBuilder {
 
     /// Decodes one JSON object and appends it; on error nothing is appended.
     pub fn append_json(&mut self, record: &str) -> Result<(), DecodeError> {
+        self.append_json_by(record, true)
+    }
+
+    /// [`append_json`](Self::append_json) through the per-record value tree (serde_json)
+    /// only, never the single pass: the reference the single pass is tested against.
+    #[doc(hidden)]
+    pub fn append_json_via_value_tree(&mut self, record: &str) -> Result<(), DecodeError> {
+        self.append_json_by(record, false)
+    }
+
+    /// Appends one JSON record by the single pass (`one_pass`) or the value tree.
+    #[inline(always)]
+    fn append_json_by(&mut self, record: &str, one_pass: bool) -> Result<(), DecodeError> {
         let weight = record.len();
         self.check_weight(weight)?;
         if self.rescued.is_some() {
             return self.append_json_rescuing(record, weight);
         }
+        let (plan, columns) = (&self.json, &self.schema.columns);
         match &mut self.columns {
-            Columns::Flat(flat) => flat.append_json(&self.json, record, &self.schema.columns)?,
-            Columns::Nested(nested) => {
-                nested.append_json(&self.json, record, &self.schema.columns)?
-            }
+            Columns::Flat(flat) if one_pass => flat.append_json(plan, record, columns)?,
+            Columns::Flat(flat) => via_tree::append_json(flat, plan, record, columns)?,
+            Columns::Nested(nested) if one_pass => nested.append_json(plan, record, columns)?,
+            Columns::Nested(nested) => via_tree::append_json(nested, plan, record, columns)?,
             Columns::FlatRescuing(_) => return self.append_json_rescuing(record, weight),
         }
         self.len += 1;
@@ -278,6 +292,22 @@ impl RecordBatchBuilder {
         match &self.columns {
             Columns::Nested(nested) => nested.via_tree(),
             Columns::Flat(_) | Columns::FlatRescuing(_) => 0,
+        }
+    }
+
+    /// JSON records this builder decoded through the per-record value tree (serde_json)
+    /// instead of the single pass since it was made, rejected ones included: a record the
+    /// single pass rejects (so the error is the value tree's), one whose text has a form the
+    /// scanner leaves to serde_json (`\u` escapes, integers beyond 64 bits) or a VARIANT
+    /// value, one with a NOT NULL column left empty or a NULL element of a NOT NULL array,
+    /// and one with a map that repeats a key or has more than 64 entries. Builders with the
+    /// rescued-data column decode every JSON record through it and count none here. For
+    /// tests and benchmarks.
+    pub fn json_records_via_value_tree(&self) -> u64 {
+        match &self.columns {
+            Columns::Nested(nested) => nested.json_via_tree(),
+            Columns::Flat(flat) => flat.json_via_tree(),
+            Columns::FlatRescuing(_) => 0,
         }
     }
 

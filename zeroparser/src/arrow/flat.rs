@@ -32,6 +32,8 @@ pub(crate) struct FlatColumns {
     names: Vec<String>,
     required: Vec<bool>,
     rows: usize,
+    /// JSON records handed to the value tree since the columns were made.
+    json_via_tree: u64,
 }
 
 impl FlatColumns {
@@ -46,6 +48,7 @@ impl FlatColumns {
             names: columns.iter().map(|c| c.name.clone()).collect(),
             required: columns.iter().map(|c| !c.nullable).collect(),
             rows: 0,
+            json_via_tree: 0,
         })
     }
 
@@ -83,12 +86,19 @@ impl FlatColumns {
             rows: self.rows,
             failed: false,
         };
-        let decoded = decode_into(plan, record, &mut writer).is_ok() && !writer.failed;
+        let decoded = decode_into(plan, record, &mut writer).is_some() && !writer.failed;
         if decoded && self.end_row(0).is_ok() {
             return Ok(());
         }
         self.rollback();
+        self.json_via_tree += 1;
         via_tree::append_json(self, plan, record, columns)
+    }
+
+    /// JSON records handed to the value tree since the columns were made, rejected ones
+    /// included.
+    pub(crate) fn json_via_tree(&self) -> u64 {
+        self.json_via_tree
     }
 
     /// Decodes one Avro datum straight into the columns (the plan's compile checked every
@@ -198,6 +208,26 @@ impl JsonSink for JsonWriter<'_> {
 
     fn clear(&mut self, node: usize) {
         self.set(node, &Value::Null);
+    }
+
+    #[inline(always)]
+    fn set_str(&mut self, node: usize, text: &str) {
+        match node.checked_sub(1).and_then(|i| self.columns.get_mut(i)) {
+            Some(column) => {
+                column.write(self.rows, |data| data.push_str(text));
+            }
+            None => self.failed = true,
+        }
+    }
+
+    #[inline(always)]
+    fn set_int(&mut self, node: usize, value: i64) {
+        match node.checked_sub(1).and_then(|i| self.columns.get_mut(i)) {
+            Some(column) => {
+                column.write(self.rows, |data| data.push_int(value));
+            }
+            None => self.failed = true,
+        }
     }
 
     // No containers: never called for a flat table's plan.

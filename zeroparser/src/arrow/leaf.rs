@@ -300,6 +300,7 @@ impl Data {
     }
 
     /// Appends a value of the value tree; `false` for NULL and values that do not fit.
+    #[inline]
     pub(super) fn push_value(&mut self, value: &Value<'_>) -> bool {
         let scalar = match value {
             Value::Bool(v) => Scalar::Bool(*v),
@@ -448,6 +449,7 @@ impl LeafColumn {
         self.len += 1;
     }
 
+    #[inline]
     pub(super) fn push_value(&mut self, value: &Value<'_>) {
         if self.data.push_value(value) {
             self.len += 1;

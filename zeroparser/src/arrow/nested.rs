@@ -59,6 +59,8 @@ pub(crate) struct NestedColumns {
     stack: Vec<Frame>,
     /// Protobuf records handed to the value tree since the columns were made.
     via_tree: u64,
+    /// JSON records handed to the value tree since the columns were made.
+    json_via_tree: u64,
 }
 
 impl NestedColumns {
@@ -68,6 +70,7 @@ impl NestedColumns {
             tree: Tree::new(columns),
             stack: Vec::new(),
             via_tree: 0,
+            json_via_tree: 0,
         }
     }
 
@@ -111,13 +114,14 @@ impl NestedColumns {
             tree: &mut self.tree,
             failed: false,
         };
-        let decoded = decode_into(plan, record, &mut writer).is_ok() && !writer.failed;
+        let decoded = decode_into(plan, record, &mut writer).is_some() && !writer.failed;
         let done = decoded && self.end_row().is_ok();
         self.tree.absent_is_empty = true;
         if done {
             return Ok(());
         }
         self.rollback();
+        self.json_via_tree += 1;
         via_tree::append_json(self, plan, record, columns)
     }
 
@@ -154,6 +158,12 @@ impl NestedColumns {
     /// ones included.
     pub(crate) fn via_tree(&self) -> u64 {
         self.via_tree
+    }
+
+    /// JSON records handed to the value tree since the columns were made, rejected ones
+    /// included.
+    pub(crate) fn json_via_tree(&self) -> u64 {
+        self.json_via_tree
     }
 
     /// Commits the record's open row in every top-level column.
@@ -237,7 +247,7 @@ impl JsonSink for JsonWriter<'_> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn push(&mut self, node: usize, value: &Value<'_>) {
         if matches!(value, Value::Null) && !self.tree.nullable(node) {
             self.failed = true;
@@ -260,6 +270,26 @@ impl JsonSink for JsonWriter<'_> {
         }
     }
 
+    #[inline(always)]
+    fn set_str(&mut self, node: usize, text: &str) {
+        self.write_leaf(node, |data| data.push_str(text));
+    }
+
+    #[inline(always)]
+    fn push_str(&mut self, node: usize, text: &str) {
+        self.push_leaf(node, |data| data.push_str(text));
+    }
+
+    #[inline(always)]
+    fn set_int(&mut self, node: usize, value: i64) {
+        self.write_leaf(node, |data| data.push_int(value));
+    }
+
+    #[inline(always)]
+    fn push_int(&mut self, node: usize, value: i64) {
+        self.push_leaf(node, |data| data.push_int(value));
+    }
+
     fn push_key(&mut self, map: usize, key: &Value<'_>) {
         let key_node = self.tree.child(map, 0);
         self.push(key_node, key);
@@ -279,6 +309,24 @@ impl JsonSink for JsonWriter<'_> {
 
     fn commit(&mut self, node: usize) {
         if self.tree.close(node, true).is_err() {
+            self.failed = true;
+        }
+    }
+}
+
+impl JsonWriter<'_> {
+    /// Writes the open row of leaf `node` with `push` (see [`Tree::write_leaf`]).
+    #[inline(always)]
+    fn write_leaf(&mut self, node: usize, push: impl FnOnce(&mut Data) -> bool) {
+        if !self.tree.write_leaf(node, push) {
+            self.failed = true;
+        }
+    }
+
+    /// Commits the next row of leaf `node` with `push` (see [`Tree::push_leaf`]).
+    #[inline(always)]
+    fn push_leaf(&mut self, node: usize, push: impl FnOnce(&mut Data) -> bool) {
+        if !self.tree.push_leaf(node, push) {
             self.failed = true;
         }
     }
@@ -310,15 +358,8 @@ impl Writer<'_> {
         let Some(id) = self.node(slot) else {
             return;
         };
-        match self.tree.nodes.get_mut(id) {
-            Some(Node {
-                rows,
-                kind: Kind::Leaf(column),
-                ..
-            }) => {
-                column.write(*rows, push);
-            }
-            _ => self.failed = true,
+        if !self.tree.write_leaf(id, push) {
+            self.failed = true;
         }
     }
 
@@ -331,16 +372,8 @@ impl Writer<'_> {
     /// Commits the next row of leaf `id` with `push` (see `LeafColumn::push_with`).
     #[inline(always)]
     fn push_with(&mut self, id: usize, push: impl FnOnce(&mut Data) -> bool) {
-        match self.tree.nodes.get_mut(id) {
-            Some(Node {
-                rows,
-                kind: Kind::Leaf(column),
-                ..
-            }) => {
-                column.push_with(push);
-                *rows += 1;
-            }
-            _ => self.failed = true,
+        if !self.tree.push_leaf(id, push) {
+            self.failed = true;
         }
     }
 

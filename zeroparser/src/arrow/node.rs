@@ -19,7 +19,7 @@ use arrow_array::{ArrayRef, ListArray, MapArray, StructArray};
 use arrow_buffer::{BooleanBufferBuilder, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{FieldRef, Fields};
 
-use super::leaf::LeafColumn;
+use super::leaf::{Data, LeafColumn};
 use super::types::{list_field, map_entries_field, map_entry_fields, struct_fields};
 use crate::schema::{Column, ColumnType};
 use crate::value::Value;
@@ -85,7 +85,7 @@ pub(super) struct Tree {
 
 /// Keys of a map row compared with every later key directly; later keys go through the
 /// row's hash filter (see [`Tree::key_repeats`]).
-const SCANNED_KEYS: usize = 4;
+const SCANNED_KEYS: usize = 1;
 
 fn offset(count: usize) -> i32 {
     // The batch builder keeps every column below i32::MAX entries.
@@ -262,6 +262,41 @@ impl Tree {
             *seen = filter;
         }
         repeats
+    }
+
+    /// Writes the open row of leaf `id` with `push` (see `LeafColumn::write`); `false` if
+    /// `id` is not a leaf.
+    #[inline(always)]
+    pub(super) fn write_leaf(&mut self, id: usize, push: impl FnOnce(&mut Data) -> bool) -> bool {
+        match self.nodes.get_mut(id) {
+            Some(Node {
+                rows,
+                kind: Kind::Leaf(column),
+                ..
+            }) => {
+                column.write(*rows, push);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Commits the next row of leaf `id` with `push` (see `LeafColumn::push_with`); `false`
+    /// if `id` is not a leaf.
+    #[inline(always)]
+    pub(super) fn push_leaf(&mut self, id: usize, push: impl FnOnce(&mut Data) -> bool) -> bool {
+        match self.nodes.get_mut(id) {
+            Some(Node {
+                rows,
+                kind: Kind::Leaf(column),
+                ..
+            }) => {
+                column.push_with(push);
+                *rows += 1;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Whether node `id` may hold NULL.

@@ -28,7 +28,52 @@ pub(super) fn expected_json(target: &ColumnType) -> &'static str {
     }
 }
 
+/// Converts a JSON integer to a value of scalar column `target`.
+#[inline]
+pub(super) fn integer_value(
+    target: &ColumnType,
+    value: i128,
+) -> Result<Value<'static>, DecodeErrorKind> {
+    match target {
+        ColumnType::Float => float_value(value as f64).map(Value::Float),
+        ColumnType::Double => Ok(Value::Double(value as f64)),
+        target if target.int_range().is_some() => int_value(value, target).map(Value::Int),
+        _ => Err(DecodeErrorKind::JsonWrongType {
+            expected: expected_json(target),
+            found: "number",
+        }),
+    }
+}
+
+/// Converts a JSON number with a fraction or exponent to a value of scalar column `target`
+/// (an integral one, `3.0` or `1e3`, also to an integer column).
+#[inline]
+pub(super) fn double_value(
+    target: &ColumnType,
+    value: f64,
+) -> Result<Value<'static>, DecodeErrorKind> {
+    match target {
+        ColumnType::Float => float_value(value).map(Value::Float),
+        ColumnType::Double => Ok(Value::Double(value)),
+        target if target.int_range().is_some() => {
+            if value.is_finite() && value.fract() == 0.0 {
+                integer_value(target, value as i128)
+            } else {
+                Err(DecodeErrorKind::JsonWrongType {
+                    expected: "integer",
+                    found: "number with a fraction",
+                })
+            }
+        }
+        _ => Err(DecodeErrorKind::JsonWrongType {
+            expected: expected_json(target),
+            found: "number",
+        }),
+    }
+}
+
 /// Converts a JSON string to a column value.
+#[inline]
 pub(super) fn string_value<'a>(
     target: &ColumnType,
     text: Cow<'a, str>,

@@ -1,24 +1,23 @@
 //! JSON records decoded in one pass straight into the Arrow columns, through a
 //! [`JsonSink`] (implemented by `arrow`, which this module cannot import): no per-record
-//! value tree. Scalars go through the same [`ValueSeed`] conversions as the value-tree
-//! decode; objects, arrays and maps are walked here and reported to the sink by column node.
+//! value tree and no serde. The record's text is read by `json::scan`'s [`Scanner`] in the
+//! order of the schema's plan; scalars go through the same conversions (`json::convert`) as
+//! the value-tree decode; objects, arrays and maps are reported to the sink by column node.
 //!
 //! A member is a write to the open row of its column (a repeated key replaces it, `null`
 //! clears it); an array element, map key or map value is a committed row of the element,
-//! key or value column. Whatever fails here (syntax, a type, an unknown member, or the sink
-//! refusing a repeated map key) is only a signal: the caller cuts the columns back and
-//! decodes the record through the value tree, which gives the error its path.
+//! key or value column. Whatever fails here (syntax, a type, an unknown member, a form the
+//! scanner leaves to serde_json, a VARIANT column, or the sink refusing a repeated map key)
+//! is only a signal: the caller cuts the columns back and decodes the record through the
+//! value tree, which accepts or rejects it and gives the error its path.
 
-use std::fmt;
-
-use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
-
-use super::convert::key_value;
-use super::decode::{decode, FillRecord};
+use super::convert::{double_value, integer_value, key_value, string_value};
 use super::plan::{JsonKind, JsonPlan, StructPlan};
-use super::seed::{KeySeed, ValueSeed};
-use super::side::Side;
-use crate::value::Value;
+use super::scan::{Number, Scanner};
+use std::borrow::Cow;
+
+use crate::schema::ColumnType;
+use crate::value::{int_value, Value};
 
 /// The node of the record (its columns are its children).
 pub(crate) const RECORD: usize = 0;
@@ -40,177 +39,224 @@ pub(crate) trait JsonSink {
     fn begin(&mut self, node: usize);
     /// Commits the open row of container `node` (a list element or map value).
     fn commit(&mut self, node: usize);
-}
-
-/// Decodes `record` into `sink`; `Err(())` if anything failed (see the module doc).
-pub(crate) fn decode_into<S: JsonSink>(
-    plan: &JsonPlan,
-    record: &str,
-    sink: &mut S,
-) -> Result<(), ()> {
-    decode(
-        Record {
-            plan: &plan.root,
-            sink,
-        },
-        record,
-    )
-    .map_err(|_| ())
-}
-
-/// The record object, read into the record node's columns.
-struct Record<'p, 's, S> {
-    plan: &'p StructPlan,
-    sink: &'s mut S,
-}
-
-impl<S: JsonSink> FillRecord for Record<'_, '_, S> {
-    type Output<'de> = ();
-
-    fn fill<'de, A: MapAccess<'de>>(self, side: &Side, map: A) -> Result<(), A::Error> {
-        fill_struct(self.plan, RECORD, self.sink, side, map)
+    /// [`set`](Self::set) of a string, without building a [`Value`].
+    fn set_str(&mut self, node: usize, text: &str) {
+        self.set(node, &Value::Str(Cow::Borrowed(text)));
+    }
+    /// [`push`](Self::push) of a string, without building a [`Value`].
+    fn push_str(&mut self, node: usize, text: &str) {
+        self.push(node, &Value::Str(Cow::Borrowed(text)));
+    }
+    /// [`set`](Self::set) of an integer, without building a [`Value`].
+    fn set_int(&mut self, node: usize, value: i64) {
+        self.set(node, &Value::Int(value));
+    }
+    /// [`push`](Self::push) of an integer, without building a [`Value`].
+    fn push_int(&mut self, node: usize, value: i64) {
+        self.push(node, &Value::Int(value));
     }
 }
 
-/// Reads an object's members into the columns of struct node `node`.
-fn fill_struct<'de, A: MapAccess<'de>, S: JsonSink>(
+/// Decodes `record` into `sink`; `None` if anything failed (see the module doc).
+pub(crate) fn decode_into<S: JsonSink>(plan: &JsonPlan, record: &str, sink: &mut S) -> Option<()> {
+    let mut scanner = Scanner::new(record);
+    scanner.eat(b'{')?;
+    fill_struct(&plan.root, RECORD, sink, &mut scanner)?;
+    scanner.at_end().then_some(())
+}
+
+/// Reads an object's members (after its `{`) into the columns of struct node `node`.
+fn fill_struct<S: JsonSink>(
     plan: &StructPlan,
     node: usize,
     sink: &mut S,
-    side: &Side,
-    mut map: A,
-) -> Result<(), A::Error> {
-    while let Some(key) = map.next_key_seed(KeySeed)? {
-        let Some((index, column)) = plan
-            .find(&key)
-            .and_then(|i| plan.columns.get(i).map(|c| (i, c)))
-        else {
-            return Err(de::Error::custom("unknown member"));
-        };
-        map.next_value_seed(Into {
-            kind: &column.kind,
-            node: sink.child(node, index),
-            element: false,
-            sink: &mut *sink,
-            side,
-        })?;
+    scanner: &mut Scanner<'_>,
+) -> Option<()> {
+    if scanner.empty(b'}')? {
+        return Some(());
     }
-    Ok(())
+    // Members usually come in column order: try the column after the last one first.
+    let mut next = 0;
+    loop {
+        let key = scanner.string()?;
+        let index = match plan.columns.get(next) {
+            Some(column) if column.name == *key => next,
+            _ => plan.find(&key)?,
+        };
+        next = index + 1;
+        let column = plan.columns.get(index)?;
+        scanner.eat(b':')?;
+        value(&column.kind, sink.child(node, index), false, sink, scanner)?;
+        if !scanner.more(b'}')? {
+            return Some(());
+        }
+    }
 }
 
 /// One value of column node `node`: a member (`element: false`, the open row) or an
 /// element, key or value (a committed row).
-struct Into<'p, 's, S> {
-    kind: &'p JsonKind,
+fn value<S: JsonSink>(
+    kind: &JsonKind,
     node: usize,
     element: bool,
-    sink: &'s mut S,
-    side: &'p Side,
-}
-
-impl<S: JsonSink> Into<'_, '_, S> {
-    /// Starts the open row of a container (a member replaces what an earlier one wrote).
-    fn begin(&mut self) {
-        if !self.element {
-            self.sink.clear(self.node);
+    sink: &mut S,
+    scanner: &mut Scanner<'_>,
+) -> Option<()> {
+    let first = scanner.peek()?;
+    if first == b'n' {
+        scanner.literal(b"null")?;
+        match (element, kind) {
+            (true, _) => sink.push(node, &Value::Null),
+            (false, JsonKind::Scalar(_)) => sink.set(node, &Value::Null),
+            (false, _) => sink.clear(node),
         }
-        self.sink.begin(self.node);
+        return Some(());
     }
-
-    /// Ends a container value: elements are committed, members stay open.
-    fn end(&mut self) {
-        if self.element {
-            self.sink.commit(self.node);
-        }
-    }
-}
-
-impl<'de, S: JsonSink> DeserializeSeed<'de> for Into<'_, '_, S> {
-    type Value = ();
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
-        if let JsonKind::Scalar(_) = self.kind {
-            let value = ValueSeed {
-                kind: self.kind,
-                side: self.side,
-            }
-            .deserialize(deserializer)?;
-            if self.element {
-                self.sink.push(self.node, &value);
+    match kind {
+        JsonKind::Scalar(target) => write_scalar(target, first, node, element, sink, scanner)?,
+        JsonKind::Array(item) => {
+            scanner.eat(b'[')?;
+            begin(sink, node, element);
+            let child = sink.child(node, 0);
+            if scanner.empty(b']')? {
+            } else if let JsonKind::Scalar(target) = &**item {
+                // Scalar elements (the common array) in a loop of their own.
+                loop {
+                    let first = scanner.peek()?;
+                    if first == b'n' {
+                        scanner.literal(b"null")?;
+                        sink.push(child, &Value::Null);
+                    } else {
+                        write_scalar(target, first, child, true, sink, scanner)?;
+                    }
+                    if !scanner.more(b']')? {
+                        break;
+                    }
+                }
             } else {
-                self.sink.set(self.node, &value);
-            }
-            return Ok(());
-        }
-        deserializer.deserialize_any(self)
-    }
-}
-
-impl<'de, S: JsonSink> Visitor<'de> for Into<'_, '_, S> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an array or object")
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-        if self.element {
-            self.sink.push(self.node, &Value::Null);
-        } else {
-            self.sink.clear(self.node);
-        }
-        Ok(())
-    }
-
-    fn visit_none<E: de::Error>(self) -> Result<(), E> {
-        self.visit_unit()
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
-        let JsonKind::Array(element) = self.kind else {
-            return Err(de::Error::custom("not an array column"));
-        };
-        self.begin();
-        let child = self.sink.child(self.node, 0);
-        while seq
-            .next_element_seed(Into {
-                kind: element,
-                node: child,
-                element: true,
-                sink: &mut *self.sink,
-                side: self.side,
-            })?
-            .is_some()
-        {}
-        self.end();
-        Ok(())
-    }
-
-    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
-        match self.kind {
-            JsonKind::Struct(plan) => {
-                self.begin();
-                fill_struct(plan, self.node, &mut *self.sink, self.side, map)?;
-            }
-            JsonKind::Map { key, value } => {
-                self.begin();
-                let value_node = self.sink.child(self.node, 1);
-                while let Some(text) = map.next_key_seed(KeySeed)? {
-                    let key =
-                        key_value(key.as_ref(), text).map_err(|_| de::Error::custom("key"))?;
-                    self.sink.push_key(self.node, &key);
-                    map.next_value_seed(Into {
-                        kind: value,
-                        node: value_node,
-                        element: true,
-                        sink: &mut *self.sink,
-                        side: self.side,
-                    })?;
+                loop {
+                    value(item, child, true, sink, scanner)?;
+                    if !scanner.more(b']')? {
+                        break;
+                    }
                 }
             }
-            _ => return Err(de::Error::custom("not an object column")),
+            end(sink, node, element);
         }
-        self.end();
-        Ok(())
+        JsonKind::Struct(plan) => {
+            scanner.eat(b'{')?;
+            begin(sink, node, element);
+            fill_struct(plan, node, sink, scanner)?;
+            end(sink, node, element);
+        }
+        JsonKind::Map { key, value: item } => {
+            scanner.eat(b'{')?;
+            begin(sink, node, element);
+            let value_node = sink.child(node, 1);
+            if !scanner.empty(b'}')? {
+                loop {
+                    let text = scanner.string()?;
+                    let key = key_value(key.as_ref(), text).ok()?;
+                    sink.push_key(node, &key);
+                    scanner.eat(b':')?;
+                    value(item, value_node, true, sink, scanner)?;
+                    if !scanner.more(b'}')? {
+                        break;
+                    }
+                }
+            }
+            end(sink, node, element);
+        }
+    }
+    Some(())
+}
+
+/// Writes a scalar value other than `null`, starting with `first`, to `node` (a member:
+/// its open row; `element`: a committed row); strings into STRING columns and integers into
+/// integer columns without building a [`Value`].
+#[inline(always)]
+fn write_scalar<S: JsonSink>(
+    target: &ColumnType,
+    first: u8,
+    node: usize,
+    element: bool,
+    sink: &mut S,
+    scanner: &mut Scanner<'_>,
+) -> Option<()> {
+    match (target, first) {
+        (ColumnType::String, b'"') => {
+            let text = scanner.string()?;
+            if element {
+                sink.push_str(node, &text);
+            } else {
+                sink.set_str(node, &text);
+            }
+        }
+        (
+            ColumnType::TinyInt | ColumnType::SmallInt | ColumnType::Int | ColumnType::BigInt,
+            b'-' | b'0'..=b'9',
+        ) => {
+            let value = match scanner.number()? {
+                Number::Unsigned(n) => int_value(i128::from(n), target).ok()?,
+                Number::Negative(n) => int_value(i128::from(n), target).ok()?,
+                Number::Double(v) => match double_value(target, v).ok()? {
+                    Value::Int(i) => i,
+                    _ => return None,
+                },
+            };
+            if element {
+                sink.push_int(node, value);
+            } else {
+                sink.set_int(node, value);
+            }
+        }
+        _ => {
+            let value = scalar(target, first, scanner)?;
+            if element {
+                sink.push(node, &value);
+            } else {
+                sink.set(node, &value);
+            }
+        }
+    }
+    Some(())
+}
+
+/// A scalar value other than `null`, starting with `first`, converted for `target`.
+#[inline(always)]
+fn scalar<'a>(target: &ColumnType, first: u8, scanner: &mut Scanner<'a>) -> Option<Value<'a>> {
+    match first {
+        // VARIANT keeps the value's text, which serde_json's raw value validates.
+        _ if matches!(target, ColumnType::Variant) => None,
+        b'"' if matches!(target, ColumnType::String) => scanner.string().map(Value::Str),
+        b'"' => string_value(target, scanner.string()?).ok(),
+        b't' | b'f' if matches!(target, ColumnType::Boolean) => {
+            let truth = first == b't';
+            scanner.literal(if truth { b"true" } else { b"false" })?;
+            Some(Value::Bool(truth))
+        }
+        b'-' | b'0'..=b'9' => match scanner.number()? {
+            Number::Unsigned(n) => integer_value(target, i128::from(n)).ok(),
+            Number::Negative(n) => integer_value(target, i128::from(n)).ok(),
+            Number::Double(v) => double_value(target, v).ok(),
+        },
+        _ => None,
+    }
+}
+
+/// Starts the open row of a container (a member replaces what an earlier one wrote).
+#[inline(always)]
+fn begin<S: JsonSink>(sink: &mut S, node: usize, element: bool) {
+    if !element {
+        sink.clear(node);
+    }
+    sink.begin(node);
+}
+
+/// Ends a container value: elements are committed, members stay open.
+#[inline(always)]
+fn end<S: JsonSink>(sink: &mut S, node: usize, element: bool) {
+    if element {
+        sink.commit(node);
     }
 }

@@ -8,13 +8,13 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
-use super::convert::{expected_json, key_value, string_value};
+use super::convert::{double_value, expected_json, integer_value, key_value, string_value};
 use super::plan::{JsonKind, StructPlan};
 use super::side::{fail, fail_kind, wrap, wrong_type, Side};
 use crate::error::{DecodeError, DecodeErrorKind};
 use crate::path::Segment;
 use crate::schema::ColumnType;
-use crate::value::{compact_json, float_value, int_value, Value};
+use crate::value::{compact_json, Value};
 
 /// Reads an object's members into one slot per column of `plan`.
 pub(super) fn fill_struct<'de, A: MapAccess<'de>>(
@@ -119,15 +119,10 @@ impl<'p> ValueSeed<'p> {
     }
 
     fn integer<'de, E: de::Error>(self, value: i128) -> Result<Value<'de>, E> {
-        let converted = match self.target() {
-            Some(ColumnType::Float) => float_value(value as f64).map(Value::Float),
-            Some(ColumnType::Double) => Ok(Value::Double(value as f64)),
-            Some(target) if target.int_range().is_some() => {
-                int_value(value, target).map(Value::Int)
-            }
-            _ => return Err(wrong_type(self.side, self.kind_name(), "number")),
+        let Some(target) = self.target() else {
+            return Err(wrong_type(self.side, self.kind_name(), "number"));
         };
-        converted.map_err(|kind| fail_kind(self.side, kind))
+        integer_value(target, value).map_err(|kind| fail_kind(self.side, kind))
     }
 
     fn string<'de, E: de::Error>(self, text: Cow<'de, str>) -> Result<Value<'de>, E> {
@@ -169,21 +164,10 @@ impl<'de> Visitor<'de> for ValueSeed<'_> {
     }
 
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
-        match self.target() {
-            Some(ColumnType::Float) => float_value(v)
-                .map(Value::Float)
-                .map_err(|kind| fail_kind(self.side, kind)),
-            Some(ColumnType::Double) => Ok(Value::Double(v)),
-            // An integral number written with a fraction or exponent (`3.0`, `1e3`).
-            Some(target) if target.int_range().is_some() => {
-                if v.is_finite() && v.fract() == 0.0 {
-                    self.integer(v as i128)
-                } else {
-                    Err(wrong_type(self.side, "integer", "number with a fraction"))
-                }
-            }
-            _ => Err(wrong_type(self.side, self.kind_name(), "number")),
-        }
+        let Some(target) = self.target() else {
+            return Err(wrong_type(self.side, self.kind_name(), "number"));
+        };
+        double_value(target, v).map_err(|kind| fail_kind(self.side, kind))
     }
 
     fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {

@@ -5,6 +5,7 @@ use crate::error::DecodeErrorKind;
 use crate::schema::ColumnType;
 
 /// Range-checks an integer for an integer-valued column type.
+#[inline]
 pub(crate) fn int_value(value: i128, target: &ColumnType) -> Result<i64, DecodeErrorKind> {
     let (min, max) = target.int_range().unwrap_or((i64::MIN, i64::MAX));
     if value < i128::from(min) || value > i128::from(max) {

@@ -5,6 +5,7 @@
 mod avro_differential;
 mod flat_differential;
 mod json;
+mod json_differential;
 mod prost_reflect_roundtrip;
 mod proto_compile;
 mod proto_decode;

@@ -1,0 +1,458 @@
+//! [`Scanner`]: a strict reader of JSON tokens over one record's text for the one-pass
+//! decode (`json::into`), without serde. It reads the common forms itself and answers `None`
+//! wherever it is not sure it would agree with serde_json: then the caller decodes the record
+//! through the value tree (serde_json), which accepts or rejects it and gives the error.
+//!
+//! Read here: whitespace, `null` / `true` / `false`, strings without escapes (borrowed) or
+//! with the two-character escapes (`\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r`, `\t`; copied),
+//! integers that fit serde_json's `u64` / `i64` forms, and decimals whose digits fit a `u64`
+//! with a power of ten up to 308 by serde_json's own conversion without `float_roundtrip`
+//! (found at run time, see [`serde_powers`]; with `float_roundtrip`, which rounds correctly,
+//! only digits up to 2^53 with a power up to 22: one rounding, the correct double). Other
+//! decimals are parsed by serde_json itself. Left to the value tree: `\u` escapes, control
+//! characters in strings, integers beyond `u64`, and any syntax error.
+
+use std::borrow::Cow;
+use std::sync::OnceLock;
+
+/// The powers of ten that are exact doubles.
+const EXACT: [f64; 23] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+    1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+];
+
+/// The powers of ten serde_json's decimal conversion divides or multiplies by, if it is the
+/// one without the `float_roundtrip` feature (`significand as f64` times or divided by the
+/// double nearest `10^e`, e ≤ 308); `None` if it rounds correctly instead. Found once by
+/// asking serde_json to read a decimal the two conversions round differently.
+fn serde_powers() -> Option<&'static [f64]> {
+    static POWERS: OnceLock<Option<Vec<f64>>> = OnceLock::new();
+    POWERS
+        .get_or_init(|| {
+            let powers = (0..=308)
+                .map(|e| format!("1e{e}").parse::<f64>().ok())
+                .collect::<Option<Vec<f64>>>()?;
+            let probe: f64 = serde_json::from_str("74187060.866652760").ok()?;
+            let truncating = 74_187_060_866_652_760_u64 as f64 / powers.get(9)?;
+            (probe.to_bits() == truncating.to_bits()).then_some(powers)
+        })
+        .as_deref()
+}
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// The high bit of each byte of `word` that is zero; bits above the lowest one may be false
+/// positives (borrows), the lowest one is exact.
+#[inline(always)]
+fn zero_bytes(word: u64) -> u64 {
+    word.wrapping_sub(ONES) & !word & HIGHS
+}
+
+/// The first index from `i` whose byte may end a plain run of a string (`"`, `\` or a
+/// control character), eight bytes at a time; the caller looks at that byte itself.
+#[inline(always)]
+fn skip_plain(bytes: &[u8], mut i: usize) -> usize {
+    // Two words a round while they last (long strings), then one.
+    while let Some(chunk) = bytes.get(i..i + 16) {
+        let (low, high) = chunk.split_at(8);
+        let special = special_bytes(low);
+        if special != 0 {
+            return i + (special.trailing_zeros() / 8) as usize;
+        }
+        let special = special_bytes(high);
+        if special != 0 {
+            return i + 8 + (special.trailing_zeros() / 8) as usize;
+        }
+        i += 16;
+    }
+    while let Some(chunk) = bytes.get(i..i + 8) {
+        let special = special_bytes(chunk);
+        if special != 0 {
+            return i + (special.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    i
+}
+
+/// The high bit of each byte of the 8-byte `chunk` that may be `"`, `\\` or a control
+/// character (exact for the lowest one, see [`zero_bytes`]).
+#[inline(always)]
+fn special_bytes(chunk: &[u8]) -> u64 {
+    let mut word = [0u8; 8];
+    word.copy_from_slice(chunk);
+    let word = u64::from_le_bytes(word);
+    zero_bytes(word ^ (ONES * u64::from(b'"')))
+        | zero_bytes(word ^ (ONES * u64::from(b'\\')))
+        | (word.wrapping_sub(ONES * 0x20) & !word & HIGHS)
+}
+
+/// A JSON number in serde_json's three forms.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Number {
+    /// A non-negative integer (serde's `visit_u64`).
+    Unsigned(u64),
+    /// A negative integer that fits `i64` (serde's `visit_i64`).
+    Negative(i64),
+    /// Anything with a fraction or exponent, and `-0` (serde's `visit_f64`).
+    Double(f64),
+}
+
+/// A cursor over one record's text.
+pub(super) struct Scanner<'a> {
+    text: &'a str,
+    pos: usize,
+}
+
+impl<'a> Scanner<'a> {
+    pub(super) fn new(text: &'a str) -> Self {
+        Self { text, pos: 0 }
+    }
+
+    #[inline(always)]
+    fn bytes(&self) -> &'a [u8] {
+        self.text.as_bytes()
+    }
+
+    /// Skips whitespace and returns the next byte (not consumed).
+    #[inline(always)]
+    pub(super) fn peek(&mut self) -> Option<u8> {
+        let bytes = self.bytes();
+        while let Some(&b) = bytes.get(self.pos) {
+            if !matches!(b, b' ' | b'\n' | b'\r' | b'\t') {
+                return Some(b);
+            }
+            self.pos += 1;
+        }
+        None
+    }
+
+    /// Consumes `byte` after whitespace.
+    #[inline(always)]
+    pub(super) fn eat(&mut self, byte: u8) -> Option<()> {
+        if self.peek()? == byte {
+            self.pos += 1;
+            Some(())
+        } else {
+            None
+        }
+    }
+
+    /// After a member or element: `true` on `,` (another follows), `false` on `close`.
+    #[inline(always)]
+    pub(super) fn more(&mut self, close: u8) -> Option<bool> {
+        match self.peek()? {
+            b',' => {
+                self.pos += 1;
+                Some(true)
+            }
+            b if b == close => {
+                self.pos += 1;
+                Some(false)
+            }
+            _ => None,
+        }
+    }
+
+    /// After `[` or `{`: `true` if the container is empty (its `close` consumed).
+    #[inline(always)]
+    pub(super) fn empty(&mut self, close: u8) -> Option<bool> {
+        if self.peek()? == close {
+            self.pos += 1;
+            Some(true)
+        } else {
+            Some(false)
+        }
+    }
+
+    /// `true` if only whitespace is left.
+    pub(super) fn at_end(&mut self) -> bool {
+        self.peek().is_none()
+    }
+
+    /// Consumes the literal `word` (`null`, `true`, `false`) at the cursor.
+    #[inline(always)]
+    pub(super) fn literal(&mut self, word: &[u8]) -> Option<()> {
+        let end = self.pos + word.len();
+        if self.bytes().get(self.pos..end)? == word {
+            self.pos = end;
+            Some(())
+        } else {
+            None
+        }
+    }
+
+    /// A string at the cursor (after whitespace), borrowed when it has no escapes.
+    #[inline(always)]
+    pub(super) fn string(&mut self) -> Option<Cow<'a, str>> {
+        if self.peek()? != b'"' {
+            return None;
+        }
+        let start = self.pos + 1;
+        let bytes = self.bytes();
+        let mut i = skip_plain(bytes, start);
+        loop {
+            match *bytes.get(i)? {
+                b'"' => {
+                    self.pos = i + 1;
+                    return self.text.get(start..i).map(Cow::Borrowed);
+                }
+                b'\\' => return self.escaped(start, i),
+                b if b < 0x20 => return None,
+                _ => i += 1,
+            }
+        }
+    }
+
+    /// The rest of a string whose first escape is at `escape`.
+    #[cold]
+    fn escaped(&mut self, start: usize, mut escape: usize) -> Option<Cow<'a, str>> {
+        let bytes = self.bytes();
+        let mut out = String::with_capacity(escape - start + 16);
+        out.push_str(self.text.get(start..escape)?);
+        loop {
+            // At a backslash.
+            let decoded = match *bytes.get(escape + 1)? {
+                b'"' => '"',
+                b'\\' => '\\',
+                b'/' => '/',
+                b'b' => '\u{8}',
+                b'f' => '\u{c}',
+                b'n' => '\n',
+                b'r' => '\r',
+                b't' => '\t',
+                _ => return None,
+            };
+            out.push(decoded);
+            let run = escape + 2;
+            let mut i = skip_plain(bytes, run);
+            loop {
+                match *bytes.get(i)? {
+                    b'"' => {
+                        out.push_str(self.text.get(run..i)?);
+                        self.pos = i + 1;
+                        return Some(Cow::Owned(out));
+                    }
+                    b'\\' => break,
+                    b if b < 0x20 => return None,
+                    _ => i += 1,
+                }
+            }
+            out.push_str(self.text.get(run..i)?);
+            escape = i;
+        }
+    }
+
+    /// A number at the cursor (after whitespace), in the form serde_json would give it.
+    #[inline(always)]
+    pub(super) fn number(&mut self) -> Option<Number> {
+        self.peek()?;
+        let bytes = self.bytes();
+        let start = self.pos;
+        let mut i = start;
+        let negative = bytes.get(i) == Some(&b'-');
+        if negative {
+            i += 1;
+        }
+        let mut significand: u64 = match *bytes.get(i)? {
+            b'0' => {
+                i += 1;
+                if bytes.get(i).is_some_and(u8::is_ascii_digit) {
+                    return None; // a leading zero: serde_json's error
+                }
+                0
+            }
+            d @ b'1'..=b'9' => {
+                i += 1;
+                u64::from(d - b'0')
+            }
+            _ => return None,
+        };
+        while let Some(&d) = bytes.get(i).filter(|d| d.is_ascii_digit()) {
+            significand = significand
+                .checked_mul(10)?
+                .checked_add(u64::from(d - b'0'))?;
+            i += 1;
+        }
+        if !matches!(bytes.get(i), Some(b'.' | b'e' | b'E')) {
+            self.pos = i;
+            return Some(if !negative {
+                Number::Unsigned(significand)
+            } else {
+                // serde_json: `-0` and integers below i64::MIN are doubles.
+                let value = (significand as i64).wrapping_neg();
+                if value >= 0 {
+                    Number::Double(-(significand as f64))
+                } else {
+                    Number::Negative(value)
+                }
+            });
+        }
+        let mut exponent: i64 = 0;
+        // More digits than a u64 holds: serde_json drops the rest, left to it.
+        let mut overflow = false;
+        if bytes.get(i) == Some(&b'.') {
+            i += 1;
+            let digits = i;
+            while let Some(&d) = bytes.get(i).filter(|d| d.is_ascii_digit()) {
+                match significand
+                    .checked_mul(10)
+                    .and_then(|s| s.checked_add(u64::from(d - b'0')))
+                {
+                    Some(next) => significand = next,
+                    None => overflow = true,
+                }
+                exponent -= 1;
+                i += 1;
+            }
+            if i == digits {
+                return None;
+            }
+        }
+        if matches!(bytes.get(i), Some(b'e' | b'E')) {
+            i += 1;
+            let sign = match bytes.get(i) {
+                Some(b'-') => {
+                    i += 1;
+                    -1
+                }
+                Some(b'+') => {
+                    i += 1;
+                    1
+                }
+                _ => 1,
+            };
+            let digits = i;
+            let mut written: i64 = 0;
+            while let Some(&d) = bytes.get(i).filter(|d| d.is_ascii_digit()) {
+                written = written
+                    .saturating_mul(10)
+                    .saturating_add(i64::from(d - b'0'));
+                i += 1;
+            }
+            if i == digits {
+                return None;
+            }
+            exponent = exponent.saturating_add(sign * written);
+        }
+        self.pos = i;
+        let power = usize::try_from(exponent.unsigned_abs()).unwrap_or(usize::MAX);
+        let exact = EXACT
+            .get(power)
+            .filter(|_| significand <= 1 << 53 && !overflow);
+        let value = match serde_powers().and_then(|p| p.get(power)) {
+            // serde_json's own conversion (without `float_roundtrip`): the digits as a
+            // double, times or divided by the double nearest the power of ten.
+            Some(&pow) if !overflow => {
+                let f = significand as f64;
+                if exponent >= 0 {
+                    Some(f * pow).filter(|v| v.is_finite())?
+                } else {
+                    f / pow
+                }
+            }
+            // Exact digits and power, one rounding: what any correct conversion gives.
+            _ if exact.is_some() => {
+                let (f, pow) = (significand as f64, exact.copied().unwrap_or(1.0));
+                if exponent >= 0 {
+                    f * pow
+                } else {
+                    f / pow
+                }
+            }
+            // Otherwise serde_json's own parse, so both paths agree.
+            _ => serde_json::from_str::<f64>(self.text.get(start..i)?).ok()?,
+        };
+        Some(Number::Double(if negative { -value } else { value }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn number(text: &str) -> Option<Number> {
+        let mut scanner = Scanner::new(text);
+        let n = scanner.number()?;
+        scanner.at_end().then_some(n)
+    }
+
+    /// What serde_json reads from `text`, in the same three forms.
+    fn serde_number(text: &str) -> Option<Number> {
+        let value: serde_json::Value = serde_json::from_str(text).ok()?;
+        let n = value.as_number()?;
+        Some(if let Some(u) = n.as_u64() {
+            Number::Unsigned(u)
+        } else if let Some(i) = n.as_i64() {
+            Number::Negative(i)
+        } else {
+            Number::Double(n.as_f64()?)
+        })
+    }
+
+    #[test]
+    fn numbers_read_as_serde_json_reads_them_or_not_at_all() {
+        for text in [
+            "0",
+            "-0",
+            "7",
+            "-7",
+            "18446744073709551615",
+            "-9223372036854775808",
+            "-9223372036854775809",
+            "1.5",
+            "-2.25e3",
+            "3.0",
+            "1e3",
+            "1E+2",
+            "1e-7",
+            "0.1",
+            "123456789.123456789",
+            "1e400",
+            "1.7976931348623157e308",
+            "5e-324",
+            "0.30000000000000004",
+            "9007199254740993.0",
+            "74187060.866652760",
+            "7236830840615796.5",
+            "-0.12345678901234567",
+            "1234.5678901234567e-300",
+            "98765432109876543.21e250",
+            "12345678901234567890.5",
+        ] {
+            if let Some(ours) = number(text) {
+                let theirs = serde_number(text).expect("serde_json reads it");
+                match (ours, theirs) {
+                    (Number::Double(a), Number::Double(b)) => {
+                        assert_eq!(a.to_bits(), b.to_bits(), "{text}")
+                    }
+                    (a, b) => assert_eq!(a, b, "{text}"),
+                }
+            }
+        }
+        for bad in ["01", "-", "1.", ".5", "1e", "+1", "-a", "1.e3"] {
+            assert_eq!(number(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn strings_are_borrowed_unless_escaped_and_doubtful_ones_are_refused() {
+        let mut s = Scanner::new(r#" "plain" "a\"b\\c\/d\n" "\u0041" "#);
+        assert!(matches!(s.string(), Some(Cow::Borrowed("plain"))));
+        assert_eq!(s.string().as_deref(), Some("a\"b\\c/d\n"));
+        assert_eq!(s.string(), None);
+        assert_eq!(Scanner::new("\"a\u{1}\"").string(), None);
+        assert_eq!(Scanner::new("\"open").string(), None);
+        // Runs longer than a word, the special byte at every position of one.
+        for at in 0..40 {
+            let mut text = "x".repeat(40);
+            text.insert(at, '"');
+            let quoted = format!("\"{text}\"");
+            assert_eq!(Scanner::new(&quoted).string().as_deref(), Some(&text[..at]));
+            let mut bad = "é".repeat(20);
+            bad.insert(at / 2 * 2, '\u{1f}');
+            assert_eq!(Scanner::new(&format!("\"{bad}\"")).string(), None, "{at}");
+        }
+    }
+}
