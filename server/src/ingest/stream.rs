@@ -167,7 +167,7 @@ impl StreamState<'_> {
                     }
                 }
                 _ = sleep_until_some(close_deadline) => return End::Shutdown,
-                changed = self.acks.durable_changed() => {
+                changed = self.acks.pending_durable_changed(&self.pod.wal_stopped) => {
                     if let Err(end) = changed {
                         return end;
                     }
