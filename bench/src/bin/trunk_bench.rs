@@ -13,7 +13,9 @@
 //!
 //! Open loop (`--open-loop 0.5`): after each closed-loop scenario, the same scenario again with
 //! every stream sending on a fixed schedule at that fraction of the closed-loop rate. Its ack
-//! latency runs from the time a record was due, so waiting for in-flight room counts.
+//! latency runs from the time a record was due, so waiting for in-flight room counts; its
+//! `enqueue p99 ms` column is the part of that spent before the SDK took the record (due →
+//! `ingest_record_offset` returned: the producer task late, or the SDK out of in-flight room).
 //!
 //! Record shapes: `--record-bytes 200,1024,10240` (the telemetry record padded to that size)
 //! and `--wide-columns 100` (an id and 99 doubles; 0 = none).
@@ -127,6 +129,8 @@ struct ScenarioResult {
     bytes: u64,
     seconds: f64,
     ack_ms: Samples,
+    /// Open loop: due → the SDK took the record.
+    enqueue_ms: Samples,
     fresh_ms: Samples,
     /// Every acked byte, window or not (for CPU per GB).
     acked_bytes: u64,
@@ -190,6 +194,7 @@ async fn run_scenario(opts: &Options, sc: Scenario) -> Result<ScenarioResult> {
                 .await?;
             let mut bytes = 0u64;
             let mut offset = 0usize;
+            let mut enqueue_ms = Samples::new();
             while Instant::now() < deadline && offset < TIMELINE_CAPACITY {
                 let due = period.map(|p| (phase + p * offset as f64) as u64);
                 if let Some(due) = due {
@@ -200,7 +205,10 @@ async fn run_scenario(opts: &Options, sc: Scenario) -> Result<ScenarioResult> {
                 let got = stream.ingest_record_offset(ProtoBytes(rec)).await? as usize;
                 match due {
                     // Open loop: latency runs from when the record was due.
-                    Some(due) => timeline.mark_sent_at(got, due),
+                    Some(due) => {
+                        timeline.mark_sent_at(got, due);
+                        enqueue_ms.push(timeline.now().saturating_sub(due) as f64 / 1e6);
+                    }
                     // Closed loop: queued in the SDK now (waits for in-flight room are not counted).
                     None => timeline.mark_sent(got),
                 }
@@ -208,15 +216,17 @@ async fn run_scenario(opts: &Options, sc: Scenario) -> Result<ScenarioResult> {
             }
             stream.flush().await?;
             stream.close().await?;
-            anyhow::Ok((offset as u64, bytes))
+            anyhow::Ok((offset as u64, bytes, enqueue_ms))
         }));
     }
     let mut sent_records = 0;
     let mut sent_bytes = 0;
+    let mut enqueue_ms = Samples::new();
     for t in tasks {
-        let (r, b) = t.await??;
+        let (r, b, e) = t.await??;
         sent_records += r;
         sent_bytes += b;
+        enqueue_ms.extend(&e);
     }
     // Give the reader time to see the last commit (flush interval + commit).
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -251,6 +261,7 @@ async fn run_scenario(opts: &Options, sc: Scenario) -> Result<ScenarioResult> {
         bytes: records * record_bytes,
         seconds: opts.seconds as f64,
         ack_ms,
+        enqueue_ms,
         fresh_ms,
         acked_bytes: all_acked * record_bytes,
         pod_cpu,
@@ -344,6 +355,11 @@ fn row(table: &mut Table, sc: Scenario, r: &mut ScenarioResult) {
         format!("{:.2}", r.producer_cpu / gb),
         format!("{:.1}", r.ack_ms.median()),
         format!("{:.1}", r.ack_ms.quantile(0.99)),
+        if r.enqueue_ms.is_empty() {
+            "—".into()
+        } else {
+            format!("{:.1}", r.enqueue_ms.quantile(0.99))
+        },
         format!("{:.0}", r.fresh_ms.median()),
         format!("{:.0}", r.fresh_ms.quantile(0.99)),
         r.fresh_ms.len().to_string(),
@@ -378,6 +394,7 @@ async fn main() -> Result<()> {
         "producer CPU s/GB",
         "ack p50 ms",
         "ack p99 ms",
+        "enqueue p99 ms",
         "fresh p50 ms",
         "fresh p99 ms",
         "fresh samples",

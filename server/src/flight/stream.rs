@@ -150,7 +150,7 @@ async fn serve(
                 }
             }
             _ = sleep_until_some(close_deadline) => return End::Shutdown,
-            changed = acks.durable_changed() => {
+            changed = acks.pending_durable_changed(&pod.wal_stopped) => {
                 if let Err(end) = changed {
                     return end;
                 }

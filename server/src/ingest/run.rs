@@ -108,6 +108,7 @@ async fn process_part(
     acks: &mut Acks,
     run: Vec<EphemeralStreamRequest>,
 ) -> Result<Option<Vec<EphemeralStreamRequest>>> {
+    let started = std::time::Instant::now();
     let auto_evolve = stream.parser.is_json() && stream.sink.auto_evolve();
     let mut records: Vec<(i64, Bytes)> = Vec::new();
     let mut last_ok = None;
@@ -175,6 +176,9 @@ async fn process_part(
             pod.pstreams.wal_logged(id, last_offset, lsn);
         }
         acks.logged(lsn, last_offset, record_bytes);
+        // Run taken from the stream → logged: parsing and the waits for room, pace and the
+        // WAL's queue (the ack latency histogram starts where this ends).
+        metrics::histogram!("sluice_ingest_run_seconds").record(started.elapsed().as_secs_f64());
     }
     if let Some(request) = evolve_for {
         auto_evolve::evolve_for(pod, &stream.sink, &request).await?;

@@ -173,7 +173,7 @@ impl StreamState<'_> {
                         return self.schema_broken(&column).await;
                     }
                 }
-                changed = self.acks.durable_changed() => {
+                changed = self.acks.pending_durable_changed(&self.pod.wal_stopped) => {
                     if let Err(end) = changed {
                         return end;
                     }

@@ -55,6 +55,9 @@ pub struct Pod {
     pub ddl: AsyncMutex<()>,
     /// Cancelled when the pod starts draining: streams get `CloseStreamSignal`.
     pub draining: CancellationToken,
+    /// Cancelled once the WAL fails or closes, so streams with nothing to ack end then
+    /// without waking on every fsync (`Acks::pending_durable_changed`).
+    pub wal_stopped: CancellationToken,
     /// Ingress counters for the load report.
     pub load: Arc<LoadCounters>,
     /// In a cluster: this pod's committer roles and the route of its

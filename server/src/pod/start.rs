@@ -142,6 +142,8 @@ impl Pod {
             crate::health::warehouse_watch::probe_interval(config.warehouse_unhealthy_after),
             shutdown.clone(),
         )?;
+        let wal_stopped = CancellationToken::new();
+        tokio::spawn(watch_wal_stops(wal.subscribe(), wal_stopped.clone()));
         let pod = Arc::new(Pod {
             config,
             catalog,
@@ -155,6 +157,7 @@ impl Pod {
             stream_tasks: TaskTracker::new(),
             ddl: AsyncMutex::new(()),
             draining: CancellationToken::new(),
+            wal_stopped,
             load: Arc::new(LoadCounters::default()),
             roles,
             idempotency: keys,
@@ -297,4 +300,18 @@ fn open_wal(config: &ServeConfig) -> Result<Wal> {
         "write-ahead log opened"
     );
     Ok(wal)
+}
+
+/// Cancels `stopped` once the WAL reports a failure or its writer ends (the one task
+/// woken on every fsync in place of every open stream).
+async fn watch_wal_stops(
+    mut durable: tokio::sync::watch::Receiver<sluice_wal::DurableState>,
+    stopped: CancellationToken,
+) {
+    while durable.borrow_and_update().failed.is_none() {
+        if durable.changed().await.is_err() {
+            break;
+        }
+    }
+    stopped.cancel();
 }
