@@ -122,6 +122,9 @@ pub struct ServeConfig {
     /// Serve MQTT 3.1.1/5.0 on this address too (`--mqtt-listen`; TLS with `tls` when
     /// set). Default: none.
     pub mqtt_listen: Option<SocketAddr>,
+    /// MQTT sessions the pod keeps at most (`--mqtt-max-sessions`); a CONNECT that would
+    /// add one more is refused (`mqtt::sessions`). Default: 100 000.
+    pub mqtt_max_sessions: usize,
     /// The Kafka producer listener (`--kafka-listen`, `--kafka-advertise`). Default: none.
     pub kafka: Option<KafkaConfig>,
 }
@@ -197,6 +200,7 @@ impl ServeConfig {
             cluster: None,
             secrets_key: None,
             mqtt_listen: None,
+            mqtt_max_sessions: crate::mqtt::sessions::DEFAULT_MAX_SESSIONS,
         }
     }
 

@@ -8,7 +8,8 @@ present 1; v5 CONNACK carries the granted expiry, capped at 3600 s); a QoS 2 PUB
 again on the next connection (DUP) is answered PUBREC and not written again; a PUBREL on the
 next connection completes the id (PUBCOMP 0), a second one gets PUBCOMP 0x92; a second
 connection with the same client id takes the session over (the first gets DISCONNECT 0x8E;
-3.1.1: closed).
+3.1.1: closed); at `--mqtt-max-sessions` a CONNECT that would keep one more session is
+refused CONNACK 0x97 (3.1.1: return code 3) until an expired one is swept out.
 """
 
 import json
@@ -184,6 +185,68 @@ def test_paho_resumes_its_session_and_a_second_connection_takes_it_over(server, 
     text = server.metrics()
     assert metric(text, "sluice_mqtt_session_takeovers_total") == 1
     assert metric(text, "sluice_mqtt_sessions_total", outcome="resumed") == 2
+
+
+def test_a_new_session_beyond_the_cap_is_refused_0x97_until_one_expires(tmp_path):
+    """`--mqtt-max-sessions 2`: two kept sessions (one with expiry 2 s); a third client id
+    asking for a kept session is refused — paho v5 CONNACK 0x97 Quota exceeded with a
+    reason string naming the cap, 3.1.1 clean session 0 return code 3 — while a CONNECT
+    without a session and a resume are accepted; once the 2 s session has expired the
+    refused client id gets its session. Each refusal counted ResourceExhausted."""
+    server = MqttServer(tmp_path, extra=("--mqtt-max-sessions", "2"))
+    try:
+        create_table(server)
+        kept = PahoDevice(server.mqtt_port, "cap-kept", mqtt.MQTTv5, clean=False)
+        assert kept.connect(expiry=600) is False
+        kept.close()
+        short = PahoDevice(server.mqtt_port, "cap-short", mqtt.MQTTv5, clean=False)
+        assert short.connect(expiry=2) is False
+        short.close()
+        detached = time.time()
+        assert metric(server.metrics(), "sluice_mqtt_sessions") == 2
+
+        refused = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="cap-new",
+                              protocol=mqtt.MQTTv5)
+        refused.username_pw_set(CLIENT_ID, CLIENT_SECRET)
+        answer, done = {}, threading.Event()
+
+        def on_connect(client, userdata, flags, reason_code, properties):
+            answer["code"] = reason_code.value
+            answer["reason"] = getattr(properties, "ReasonString", None)
+            done.set()
+        refused.on_connect = on_connect
+        props = Properties(PacketTypes.CONNECT)
+        props.SessionExpiryInterval = 600
+        refused.connect("127.0.0.1", server.mqtt_port, clean_start=False, properties=props)
+        refused.loop_start()
+        assert done.wait(30), "no CONNACK"
+        refused.loop_stop()
+        refused.disconnect()
+        assert answer["code"] == 0x97, answer
+        assert "at most 2 MQTT sessions (--mqtt-max-sessions)" in answer["reason"], answer
+        sock, present, code = session_connect(server.mqtt_port, b"cap-v311", 4)
+        assert (present, code) == (0, 3)
+        assert read_all(sock) == b""
+
+        # No session asked: accepted at the cap; the kept client id resumes its session.
+        sock, present, code = session_connect(server.mqtt_port, b"cap-none", 5, clean=True)
+        assert (present, code) == (0, 0)
+        sock.close()
+        sock, present, code = session_connect(server.mqtt_port, b"cap-kept", 5, expiry=600)
+        assert (present, code) == (1, 0)
+        sock.close()
+
+        # Once the 2 s session expired, the next CONNECT sweeps it out and gets its place.
+        time.sleep(max(0.0, detached + 3.2 - time.time()))
+        sock, present, code = session_connect(server.mqtt_port, b"cap-new", 5, expiry=600)
+        assert (present, code) == (0, 0)
+        sock.close()
+        text = server.metrics()
+        assert metric(text, "sluice_refusals_total", code="ResourceExhausted") == 2
+        assert metric(text, "sluice_mqtt_connects_total", outcome="refused") == 2
+        assert metric(text, "sluice_mqtt_sessions") == 2
+    finally:
+        server.stop()
 
 
 def test_qos2_publishers_across_a_pod_sigkill_lose_nothing_and_repeat_only_unconfirmed(tmp_path):

@@ -133,6 +133,11 @@ pub struct ServeArgs {
     /// 1883 plain / 8883 TLS by convention). Default: off.
     #[arg(long)]
     mqtt_listen: Option<std::net::SocketAddr>,
+    /// MQTT sessions kept at most (held by a connection or waiting for its client to come
+    /// back): a CONNECT that would keep one more is refused with CONNACK 0x97 Quota
+    /// exceeded (3.1.1: return code 3) once expired sessions are swept out.
+    #[arg(long, default_value_t = sluice_server::mqtt::sessions::DEFAULT_MAX_SESSIONS)]
+    mqtt_max_sessions: usize,
     #[command(flatten)]
     limits: LimitArgs,
 }
@@ -189,6 +194,7 @@ impl From<ServeArgs> for ServeConfig {
                 metrics: args.otlp_metrics_table,
             },
             mqtt_listen: args.mqtt_listen,
+            mqtt_max_sessions: args.mqtt_max_sessions,
             kafka: args
                 .kafka_listen
                 .map(|listen| sluice_server::kafka::KafkaConfig {

@@ -1,7 +1,8 @@
-//! The numbers a pod reports to the meta store every second: open streams, ingress bytes/s,
-//! CPU, WAL queue depth and memtable bytes. Streams count ingress into [`LoadCounters`]; the
-//! [`LoadSampler`] turns counters into rates between two reports; a [`LoadReporter`] reads
-//! a pod's [`LoadSource`] and makes the report.
+//! The numbers a pod reports to the meta store every second: open streams (producer streams
+//! and MQTT/Kafka connections, [`placed_streams`]), ingress bytes/s, CPU, WAL queue depth
+//! and memtable bytes. Streams count ingress into [`LoadCounters`]; the [`LoadSampler`]
+//! turns counters into rates between two reports; a [`LoadReporter`] reads a pod's
+//! [`LoadSource`] and makes the report.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -57,7 +58,7 @@ impl LoadCounters {
 /// Levels the sampler does not compute itself.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Levels {
-    /// Open streams, and MQTT and Kafka connections.
+    /// What the router placed here ([`placed_streams`]).
     pub open_streams: u64,
     /// WAL bytes queued, not yet durable.
     pub wal_queue_bytes: u64,
@@ -133,11 +134,20 @@ impl LoadSource {
     pub fn levels(&self) -> Levels {
         let memtable: usize = self.sinks.all().iter().map(|s| s.memtable_bytes()).sum();
         Levels {
-            open_streams: self.streams.active_streams() as u64 + self.counters.connections(),
+            open_streams: placed_streams(&self.streams, &self.counters),
             wal_queue_bytes: self.wal.queued_bytes(),
             memtable_bytes: memtable as u64,
         }
     }
+}
+
+/// What the router placed on this pod and a drain waits for: the streams producers hold
+/// plus the open MQTT and Kafka connections. Not the pod's own internal REST streams
+/// (`StreamRegistry::mark_internal`) that REST inserts and those connections write
+/// through: one stays open per table for the pod's life, and counting it would count a
+/// connection twice and keep a drained pod's score above zero.
+pub fn placed_streams(streams: &StreamRegistry, counters: &LoadCounters) -> u64 {
+    streams.producer_streams() as u64 + counters.connections()
 }
 
 /// Makes the load report a pod publishes every second in cluster mode.
@@ -210,6 +220,26 @@ mod tests {
         assert_eq!(counters.connections(), 1);
         drop(b);
         assert_eq!(counters.connections(), 0);
+    }
+
+    #[test]
+    fn placed_streams_count_producer_streams_and_connections_not_internal_streams() {
+        let streams = StreamRegistry::default();
+        let payload = Arc::new(Vec::new());
+        streams.register(1, "main.s.t", payload.clone(), 10, true);
+        streams.register(2, "main.s.t", payload.clone(), 20, true);
+        streams.mark_internal(2);
+        streams.register(3, "main.s.u", payload, 30, true);
+        streams.closed(3);
+        let counters = Arc::new(LoadCounters::default());
+        let mqtt = counters.open_connection();
+        let _kafka = counters.open_connection();
+        // Producer stream 1 and the two connections; not internal stream 2 (which the
+        // connections write through) nor closed stream 3.
+        assert_eq!(placed_streams(&streams, &counters), 3);
+        drop(mqtt);
+        streams.closed(1);
+        assert_eq!(placed_streams(&streams, &counters), 1);
     }
 
     #[test]

@@ -157,7 +157,7 @@ impl Membership {
         let started = tokio::time::Instant::now();
         draining.cancel();
         let deadline = started + grace + GRACE_MARGIN;
-        let left = || streams.producer_streams() as u64 + connections.connections();
+        let left = || load::placed_streams(streams, connections);
         while left() > 0 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }

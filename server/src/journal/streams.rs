@@ -99,13 +99,6 @@ impl StreamRegistry {
             .unwrap_or(0)
     }
 
-    /// Number of open streams.
-    pub fn active_streams(&self) -> usize {
-        self.lock()
-            .map(|m| m.values().filter(|e| e.active).count())
-            .unwrap_or(0)
-    }
-
     /// Re-logs the open frames at or below `point` that are still needed and
     /// forgets entries no longer needed. `committed` gives a table's committed
     /// LSN (None: the table is gone). Returns the end LSN of the last

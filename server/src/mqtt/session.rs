@@ -24,7 +24,8 @@
 //! - Keep alive: no packet for 1.5 × the client's keep-alive → DISCONNECT 0x8D, close.
 //! - Sessions (`sessions`): the client id's session is attached after CONNACK's checks
 //!   (resumed: session present 1; granted expiry in the v5 CONNACK); its QoS 2 ids outlive
-//!   the connection. Another connection with the same client id takes it over: this one
+//!   the connection. A new kept session beyond `--mqtt-max-sessions` is refused with
+//!   CONNACK 0x97 Quota exceeded (3.1.1: return code 3, server unavailable). Another connection with the same client id takes it over: this one
 //!   answers what it has under way, then DISCONNECT 0x8E Session taken over (3.1.1:
 //!   close). A will message is ignored; SUBSCRIBE/UNSUBSCRIBE/AUTH → DISCONNECT 0x83.
 //! - Pod shutdown: no new packets are read, the writes under way finish and are answered,
@@ -179,15 +180,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
         let identity = match credentials::authenticate(&self.shared.pod, &connect) {
             Ok(c) => c,
             Err(refused) => {
-                metrics::counter!("sluice_mqtt_connects_total", "outcome" => "refused")
-                    .increment(1);
-                count_refusal_code(tonic::Code::Unauthenticated);
-                self.send(self.connack(refused.code, Some(refused.reason), None, None))
-                    .await?;
-                return self.stream.shutdown().await;
+                let grpc = tonic::Code::Unauthenticated;
+                return self
+                    .refuse_connect(refused.code, grpc, refused.reason)
+                    .await;
             }
         };
-        metrics::counter!("sluice_mqtt_connects_total", "outcome" => "accepted").increment(1);
         if let Some(size) = connect.max_packet_size {
             self.codec.set_client_max_packet_size(size);
         }
@@ -200,10 +198,21 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
             Version::V3 if connect.clean_start => 0,
             Version::V3 => u32::MAX,
         };
-        let attached = self
-            .shared
-            .sessions
-            .attach(&client_id, connect.clean_start, asked_secs);
+        let attached =
+            match self
+                .shared
+                .sessions
+                .attach(&client_id, connect.clean_start, asked_secs)
+            {
+                Ok(attached) => attached,
+                Err(full) => {
+                    let grpc = tonic::Code::ResourceExhausted;
+                    return self
+                        .refuse_connect(reason::QUOTA_EXCEEDED, grpc, full.to_string())
+                        .await;
+                }
+            };
+        metrics::counter!("sluice_mqtt_connects_total", "outcome" => "accepted").increment(1);
         self.attached = Some((client_id, attached.connection));
         self.send(self.connack(reason::SUCCESS, None, assigned, Some(&attached)))
             .await?;
@@ -217,6 +226,20 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
             })
             .await?;
         }
+        self.stream.shutdown().await
+    }
+
+    /// Refuses the CONNECT: CONNACK `code` with `why` (3.1.1: the return code of the same
+    /// meaning), counted in `sluice_refusals_total` as `grpc`, then close.
+    async fn refuse_connect(
+        &mut self,
+        code: u8,
+        grpc: tonic::Code,
+        why: String,
+    ) -> std::io::Result<()> {
+        metrics::counter!("sluice_mqtt_connects_total", "outcome" => "refused").increment(1);
+        count_refusal_code(grpc);
+        self.send(self.connack(code, Some(why), None, None)).await?;
         self.stream.shutdown().await
     }
 

@@ -16,6 +16,17 @@
 //!   that connection's token ([`Attached::taken`]); it answers what it has under way and
 //!   leaves with DISCONNECT 0x8E Session taken over (3.1.1: a close). Its writes still mark
 //!   their ids in the session, which the new connection now holds.
+//! - Cap: at most `--mqtt-max-sessions` sessions ([`Sessions::new`]; default
+//!   [`DEFAULT_MAX_SESSIONS`]) — held by a connection or waiting for one — so a client
+//!   cycling through client ids cannot grow the pod's memory for an hour. A CONNECT that
+//!   would add a kept session (expiry > 0, no session of its client id yet) at the cap
+//!   sweeps expired sessions first (at most every [`FULL_SWEEP_EVERY`]); if still full it
+//!   is refused ([`Full`]: CONNACK 0x97 Quota exceeded, 3.1.1 return code 3). Refused, not
+//!   an older session evicted: an evicted session's QoS 2 ids would be forgotten and a
+//!   resent PUBLISH written twice, silently; a refusal is seen by the device and leaves
+//!   every kept session exactly-once. Resuming or taking over a session and a CONNECT that
+//!   keeps no session (expiry 0) are never refused by the cap. Gauge
+//!   `sluice_mqtt_sessions`: sessions in the map.
 //! - A pod restart loses every session (they are in memory only): a device reconnecting then
 //!   gets session present 0.
 
@@ -33,12 +44,35 @@ pub const SESSION_EXPIRY_MAX_SECS: u32 = 3600;
 /// How often at most a CONNECT sweeps expired sessions out (the sweep reads them all).
 pub const SWEEP_EVERY: Duration = Duration::from_secs(10);
 
+/// How often at most a CONNECT refused at the cap sweeps first.
+pub const FULL_SWEEP_EVERY: Duration = Duration::from_secs(1);
+
+/// The default of `--mqtt-max-sessions`.
+pub const DEFAULT_MAX_SESSIONS: usize = 100_000;
+
 /// The pod's sessions by client id.
-#[derive(Default)]
 pub struct Sessions {
     by_client: Mutex<HashMap<String, Arc<Session>>>,
     next_connection: AtomicU64,
     swept_at: Mutex<Option<Instant>>,
+    max: usize,
+}
+
+impl Default for Sessions {
+    fn default() -> Self {
+        Sessions::new(DEFAULT_MAX_SESSIONS)
+    }
+}
+
+/// A CONNECT refused because the pod keeps `max` sessions already.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the pod keeps at most {max} MQTT sessions (--mqtt-max-sessions) and has no room for a \
+     new one; retry later, or connect without a session (clean start 1, session expiry 0)"
+)]
+pub struct Full {
+    /// The cap.
+    pub max: usize,
 }
 
 /// One client's session.
@@ -95,21 +129,49 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Sessions {
+    /// At most `max` sessions (`--mqtt-max-sessions`).
+    pub fn new(max: usize) -> Sessions {
+        Sessions {
+            by_client: Mutex::default(),
+            next_connection: AtomicU64::new(0),
+            swept_at: Mutex::new(None),
+            max,
+        }
+    }
+
     /// The session of `client_id` for a new connection (resumed unless `clean_start`),
     /// taking it over from a connection that holds it. `asked_secs`: the expiry interval the
-    /// client asked for (3.1.1 clean session 0: `u32::MAX`).
-    pub fn attach(&self, client_id: &str, clean_start: bool, asked_secs: u32) -> Attached {
+    /// client asked for (3.1.1 clean session 0: `u32::MAX`). [`Full`] when it would add a
+    /// kept session at the cap (see the module doc).
+    pub fn attach(
+        &self,
+        client_id: &str,
+        clean_start: bool,
+        asked_secs: u32,
+    ) -> Result<Attached, Full> {
         let now = Instant::now();
         let expiry_secs = asked_secs.min(SESSION_EXPIRY_MAX_SECS);
-        let connection = self.next_connection.fetch_add(1, Ordering::Relaxed);
-        let taken = CancellationToken::new();
         let mut map = lock(&self.by_client);
+        let grows = |map: &HashMap<String, Arc<Session>>| {
+            expiry_secs > 0 && map.len() >= self.max && !map.contains_key(client_id)
+        };
         let mut swept_at = lock(&self.swept_at);
-        if swept_at.is_none_or(|at| now.duration_since(at) >= SWEEP_EVERY) {
+        let every = if grows(&map) {
+            FULL_SWEEP_EVERY
+        } else {
+            SWEEP_EVERY
+        };
+        if swept_at.is_none_or(|at| now.duration_since(at) >= every) {
             map.retain(|_, s| !s.expired(now));
             *swept_at = Some(now);
         }
         drop(swept_at);
+        metrics::gauge!("sluice_mqtt_sessions").set(map.len() as f64);
+        if grows(&map) {
+            return Err(Full { max: self.max });
+        }
+        let connection = self.next_connection.fetch_add(1, Ordering::Relaxed);
+        let taken = CancellationToken::new();
         let existing = map.get(client_id).cloned();
         if let Some(old) = &existing {
             if let Some((_, token)) = lock(&old.holder).connection.take() {
@@ -122,6 +184,7 @@ impl Sessions {
             _ => {
                 let fresh = Arc::new(Session::default());
                 map.insert(client_id.to_string(), fresh.clone());
+                metrics::gauge!("sluice_mqtt_sessions").set(map.len() as f64);
                 (fresh, false)
             }
         };
@@ -135,13 +198,13 @@ impl Sessions {
             "outcome" => if present { "resumed" } else { "new" }
         )
         .increment(1);
-        Attached {
+        Ok(Attached {
             session,
             present,
             expiry_secs,
             connection,
             taken,
-        }
+        })
     }
 
     /// The connection `connection` ended: its session is kept for its expiry interval (or
@@ -159,6 +222,7 @@ impl Sessions {
         if holder.expiry.is_zero() {
             drop(holder);
             map.remove(client_id);
+            metrics::gauge!("sluice_mqtt_sessions").set(map.len() as f64);
         } else {
             holder.detached_at = Some(Instant::now());
         }
@@ -244,13 +308,13 @@ mod tests {
     #[test]
     fn a_session_is_resumed_taken_over_and_expires() {
         let sessions = Sessions::default();
-        let first = sessions.attach("dev", false, 60);
+        let first = sessions.attach("dev", false, 60).expect("room for it");
         assert!(!first.present);
         let Begin::New(tx) = first.session.begin(7) else {
             panic!("a new id")
         };
         first.session.finish(7, true, tx);
-        let second = sessions.attach("dev", false, 60);
+        let second = sessions.attach("dev", false, 60).expect("room for it");
         assert!(second.present && first.taken.is_cancelled());
         assert!(matches!(second.session.begin(7), Begin::Received));
         // The old connection's end does not drop the session the new one holds.
@@ -258,10 +322,52 @@ mod tests {
         assert_eq!(sessions.len(), 1);
         assert!(second.session.release(7) && !second.session.release(7));
         sessions.detach("dev", second.connection);
-        let clean = sessions.attach("dev", true, 0);
+        let clean = sessions.attach("dev", true, 0).expect("room for it");
         assert!(!clean.present);
         sessions.detach("dev", clean.connection);
         assert!(sessions.is_empty(), "expiry 0: dropped at the end");
-        assert_eq!(sessions.attach("x", false, u32::MAX).expiry_secs, 3600);
+        assert_eq!(
+            sessions
+                .attach("x", false, u32::MAX)
+                .expect("room for it")
+                .expiry_secs,
+            3600
+        );
+    }
+
+    #[test]
+    fn a_new_kept_session_at_the_cap_is_refused_until_an_expired_one_is_swept() {
+        let sessions = Sessions::new(2);
+        let a = sessions.attach("a", false, 60).expect("room for it");
+        let b = sessions.attach("b", false, 1).expect("room for it");
+        sessions.detach("b", b.connection);
+        assert_eq!(sessions.attach("c", false, 60).err(), Some(Full { max: 2 }));
+        // No kept session asked, or the client id's own session: not refused.
+        let no_session = sessions.attach("d", true, 0).expect("room for it");
+        sessions.detach("d", no_session.connection);
+        assert!(
+            sessions
+                .attach("a", false, 60)
+                .expect("room for it")
+                .present
+        );
+        assert!(
+            sessions
+                .attach("b", false, 60)
+                .expect("room for it")
+                .present
+        );
+        sessions.detach("a", a.connection);
+        let b = sessions.attach("b", true, 1).expect("room for it");
+        sessions.detach("b", b.connection);
+        // Once b has expired, the CONNECT at the cap sweeps it out and takes its place.
+        std::thread::sleep(Duration::from_millis(1100));
+        assert!(
+            !sessions
+                .attach("c", false, 60)
+                .expect("room for it")
+                .present
+        );
+        assert_eq!(sessions.len(), 2);
     }
 }
