@@ -178,3 +178,52 @@ def test_a_table_altered_with_rewrite_is_read_by_both_readers(server):
         assert schema.field("temp").type == pa.float64(), uri
     history = [h["operation"] for h in table.history()]
     assert history.count("WRITE") >= 2, history
+
+
+def test_a_partitioned_table_altered_with_rewrite_keeps_its_partitions(server, tmp_path):
+    """`--rewrite` on a partitioned Delta table (attached with `--location`): a widen, a
+    drop and a rename of non-partition columns; every row reads back exactly through both
+    readers, and every new file stays in its partition (its `add` carries the partition
+    value, its path is under `day=…/`)."""
+    location = str(tmp_path / "parted")
+    for part in range(3):
+        ids = list(range(part * 10, part * 10 + 10))
+        write_deltalake(location, pa.table({
+            "id": pa.array(ids, pa.int64()),
+            "device": pa.array([f"d{i % 3}" for i in ids], pa.string()),
+            "temp": pa.array([i + 0.5 for i in ids], pa.float32()),
+            "note": pa.array(["x"] * 10, pa.string()),
+            "day": pa.array([f"2026-12-0{1 + i % 2}" for i in ids], pa.string()),
+        }), partition_by=["day"], mode="append")
+    files_before = set(DeltaTable(location).file_uris())
+    assert len(files_before) == 6, files_before
+    name = "main.py.parted"
+    sluice_cli(server, "table", "create", name, "--columns",
+               "id BIGINT, device STRING, temp FLOAT, note STRING, day STRING",
+               "--location", location)
+
+    sluice_cli(server, "table", "alter", name, "--widen", "temp FLOAT TO DOUBLE",
+               "--drop-columns", "note", "--rewrite")
+    sluice_cli(server, "table", "alter", name, "--rename-column", "device TO sensor",
+               "--rewrite")
+
+    table = DeltaTable(location)
+    assert table.metadata().partition_columns == ["day"]
+    arrow = table.to_pyarrow_table().sort_by("id")
+    frame = pl.read_delta(location).sort("id")
+    names = ["id", "sensor", "temp", "day"]
+    assert arrow.schema.names == names and frame.columns == names
+    assert arrow.schema.field("temp").type == pa.float64()
+    want = [{"id": i, "sensor": f"d{i % 3}", "temp": i + 0.5, "day": f"2026-12-0{1 + i % 2}"}
+            for i in range(30)]
+    assert arrow.to_pylist() == want
+    assert frame.to_dicts() == want
+    files = set(table.file_uris())
+    assert files and not files & files_before, (files, files_before)
+    adds = pa.table(table.get_add_actions(flatten=True)).to_pylist()
+    for add in adds:
+        day = add["partition.day"]
+        assert add["path"].startswith(f"day={day}/"), add
+        rows = pq.read_table(os.path.join(location, add["path"])).to_pylist()
+        assert rows and all(r["id"] % 2 == int(day[-1]) - 1 for r in rows), (add, rows)
+        assert "day" not in pq.read_schema(os.path.join(location, add["path"])).names
