@@ -227,3 +227,68 @@ def test_a_partitioned_table_altered_with_rewrite_keeps_its_partitions(server, t
         rows = pq.read_table(os.path.join(location, add["path"])).to_pylist()
         assert rows and all(r["id"] % 2 == int(day[-1]) - 1 for r in rows), (add, rows)
         assert "day" not in pq.read_schema(os.path.join(location, add["path"])).names
+
+
+def test_a_date_widened_to_timestamp_ntz_with_rewrite_reads_back_at_midnight(server):
+    """`--widen "d DATE TO TIMESTAMP_NTZ" --rewrite` on a Sluice table (created with a
+    TIMESTAMP_NTZ column, so its protocol has `timestampNtz`): rows streamed before read back
+    as that day at 00:00, a row streamed after with a microsecond timestamp keeps it, through
+    both readers; every live file has the TIMESTAMP_NTZ column."""
+    import datetime
+    import time
+
+    from conftest import CLIENT_ID, CLIENT_SECRET, plain_sdk
+    from zerobus import TableProperties
+    from zerobus.sdk.shared import RecordType, StreamConfigurationOptions
+
+    name = "main.py.dated"
+    sluice_cli(server, "table", "create", name, "--columns",
+               "id BIGINT NOT NULL, d DATE, seen TIMESTAMP_NTZ")
+    location = server.api("GET", "/" + name)["storage_location"]
+    sdk = plain_sdk(server)
+    options = StreamConfigurationOptions(record_type=RecordType.JSON)
+
+    def send(records, rows):
+        stream = sdk.create_stream(CLIENT_ID, CLIENT_SECRET, TableProperties(name), options)
+        for record in records:
+            stream.ingest_record_offset(json.dumps(record))
+        stream.flush()
+        stream.close()
+        deadline = time.time() + 30
+        while DeltaTable(location).to_pyarrow_table().num_rows < rows:
+            assert time.time() < deadline
+            time.sleep(0.1)
+
+    day0 = datetime.date(2026, 12, 1)
+    send([{"id": i, "d": (day0 + datetime.timedelta(days=i)).isoformat(), "seen": i}
+          for i in range(10)], 10)
+    send([{"id": 10, "d": None, "seen": None}], 11)
+    sluice_cli(server, "table", "alter", name, "--widen", "d DATE TO TIMESTAMP_NTZ", "--rewrite")
+    late = datetime.datetime(2026, 12, 5, 1, 2, 3, 456789)
+    late_us = (late - datetime.datetime(1970, 1, 1)) // datetime.timedelta(microseconds=1)
+    send([{"id": 11, "d": late_us, "seen": late_us}], 12)
+
+    want = [datetime.datetime.combine(day0 + datetime.timedelta(days=i), datetime.time())
+            for i in range(10)] + [None, late]
+    table = DeltaTable(location)
+    arrow = table.to_pyarrow_table().sort_by("id")
+    assert arrow.schema.field("d").type == pa.timestamp("us")
+    assert arrow.column("d").to_pylist() == want
+    frame = pl.read_delta(location).sort("id")
+    assert frame.schema["d"] == pl.Datetime("us")
+    assert frame["d"].to_list() == want
+    assert frame["id"].to_list() == list(range(12))
+    for uri in table.file_uris():
+        schema = pq.read_schema(uri.removeprefix("file://"))
+        assert schema.field("d").type == pa.timestamp("us"), uri
+
+    # Without a TIMESTAMP_NTZ column the table's protocol lacks `timestampNtz`: refused.
+    import urllib.error
+
+    sluice_cli(server, "table", "create", "main.py.undated", "--columns", "id BIGINT, d DATE")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        server.api("PATCH", "/main.py.undated",
+                   {"widen": ["d DATE TO TIMESTAMP_NTZ"], "rewrite": True})
+    body = json.load(refused.value)
+    assert refused.value.code == 501 and body["error_code"] == "NOT_IMPLEMENTED", body
+    assert "needs the Delta table feature timestampNtz" in body["message"], body
