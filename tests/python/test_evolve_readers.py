@@ -111,23 +111,31 @@ def sluice_cli(server, *args):
     return out.stdout
 
 
+def json_table(server, name, columns):
+    """Creates table NAME (COLUMNS) through the CLI; returns its location and a function
+    that opens a JSON stream of the official Python SDK on it."""
+    from conftest import CLIENT_ID, CLIENT_SECRET, plain_sdk
+    from zerobus import TableProperties
+    from zerobus.sdk.shared import RecordType, StreamConfigurationOptions
+
+    sluice_cli(server, "table", "create", name, "--columns", columns)
+    location = server.api("GET", "/" + name)["storage_location"]
+    sdk = plain_sdk(server)
+    options = StreamConfigurationOptions(record_type=RecordType.JSON)
+    return location, lambda: sdk.create_stream(CLIENT_ID, CLIENT_SECRET, TableProperties(name),
+                                                options)
+
+
 def test_a_table_altered_with_rewrite_is_read_by_both_readers(server):
     """`sluice table alter --rewrite` (widen, drop; then rename through PATCH) on a Sluice
     table with rows in several files: both readers read every row under the new schema,
     and every live data file was written under it (no old file left in the table)."""
     import time
 
-    from conftest import CLIENT_ID, CLIENT_SECRET, plain_sdk
-    from zerobus import TableProperties
-    from zerobus.sdk.shared import RecordType, StreamConfigurationOptions
-
     name = "main.py.rewritten"
-    sluice_cli(server, "table", "create", name, "--columns",
-               "id BIGINT NOT NULL, device STRING, temp FLOAT, n INT, note STRING")
-    location = server.api("GET", "/" + name)["storage_location"]
-    sdk = plain_sdk(server)
-    options = StreamConfigurationOptions(record_type=RecordType.JSON)
-    stream = sdk.create_stream(CLIENT_ID, CLIENT_SECRET, TableProperties(name), options)
+    location, open_stream = json_table(
+        server, name, "id BIGINT NOT NULL, device STRING, temp FLOAT, n INT, note STRING")
+    stream = open_stream()
     for part in range(3):
         for i in range(part * 100, part * 100 + 100):
             stream.ingest_record_offset(json.dumps(
@@ -146,7 +154,7 @@ def test_a_table_altered_with_rewrite_is_read_by_both_readers(server):
     info = server.api("PATCH", "/" + name, {"rename_column": "device TO sensor", "rewrite": True})
     assert [c["name"] for c in info["columns"]] == ["id", "sensor", "temp", "n"]
 
-    stream = sdk.create_stream(CLIENT_ID, CLIENT_SECRET, TableProperties(name), options)
+    stream = open_stream()
     stream.ingest_record_offset(json.dumps(
         {"id": 1000, "sensor": "new", "temp": 1e300, "n": 2 ** 40}))
     stream.flush()
@@ -237,19 +245,11 @@ def test_a_date_widened_to_timestamp_ntz_with_rewrite_reads_back_at_midnight(ser
     import datetime
     import time
 
-    from conftest import CLIENT_ID, CLIENT_SECRET, plain_sdk
-    from zerobus import TableProperties
-    from zerobus.sdk.shared import RecordType, StreamConfigurationOptions
-
     name = "main.py.dated"
-    sluice_cli(server, "table", "create", name, "--columns",
-               "id BIGINT NOT NULL, d DATE, seen TIMESTAMP_NTZ")
-    location = server.api("GET", "/" + name)["storage_location"]
-    sdk = plain_sdk(server)
-    options = StreamConfigurationOptions(record_type=RecordType.JSON)
+    location, open_stream = json_table(server, name, "id BIGINT NOT NULL, d DATE, seen TIMESTAMP_NTZ")
 
     def send(records, rows):
-        stream = sdk.create_stream(CLIENT_ID, CLIENT_SECRET, TableProperties(name), options)
+        stream = open_stream()
         for record in records:
             stream.ingest_record_offset(json.dumps(record))
         stream.flush()
