@@ -88,7 +88,7 @@ fn cli_ok(server: &Server, args: &[&str]) -> String {
 }
 
 /// The polars rows of the table at `location`, by id.
-fn polars_rows(location: &str) -> (Vec<Value>, Value) {
+pub(crate) fn polars_rows(location: &str) -> (Vec<Value>, Value) {
     let read = python_read_with(location, &json!({}), &[("SLUICE_POLARS_ROWS", "1")]);
     let rows = read.summary["polars_row_dicts"]
         .as_array()
