@@ -12,7 +12,7 @@
 //! column mapping) is what the Delta writer Sluice commits with cannot write
 //! ([`WRITER_LIMIT`]). Refused, each with its reason: a NOT NULL column
 //! added; a name that exists; narrowing or another non-widening type change;
-//! dropping or renaming a partition column; dropping the table's last
+//! widening, dropping or renaming a partition column; dropping the table's last
 //! column; renaming to a name that exists; widen, drop, rename without
 //! `rewrite`.
 
@@ -125,7 +125,7 @@ pub fn plan(
     }
     let mut next = schema.clone();
     for text in &alter.widen {
-        widen(&mut next, text, alter.rewrite)?;
+        widen(&mut next, partitions, text, alter.rewrite)?;
     }
     for name in &alter.drop_columns {
         drop_column(&mut next, added, partitions, name, alter.rewrite)?;
@@ -257,7 +257,7 @@ fn parse_type(text: &str, what: &str) -> Result<ColumnType> {
 
 /// `col FROM TO to`: the column has type FROM; TO must be a Delta type
 /// widening. Changes the column's type in `next` (with `rewrite`).
-fn widen(next: &mut TableSchema, text: &str, rewrite: bool) -> Result<()> {
+fn widen(next: &mut TableSchema, partitions: &[String], text: &str, rewrite: bool) -> Result<()> {
     let words: Vec<&str> = text.split_whitespace().collect();
     let [name, from, to_kw, to] = words.as_slice() else {
         return Err(ServerError::InvalidArgument(format!(
@@ -270,6 +270,7 @@ fn widen(next: &mut TableSchema, text: &str, rewrite: bool) -> Result<()> {
         )));
     }
     let have = column(next, name, "widen")?.clone();
+    check_not_partition(partitions, &have.name, "widen")?;
     let (from, to) = (parse_type(from, "widen")?, parse_type(to, "widen")?);
     if have.data_type != from {
         return Err(ServerError::InvalidArgument(format!(
@@ -641,6 +642,14 @@ mod tests {
             (
                 Alter {
                     rename_column: Some("day TO d2".into()),
+                    rewrite: true,
+                    ..Alter::default()
+                },
+                "partition column",
+            ),
+            (
+                Alter {
+                    widen: vec!["day DATE TO TIMESTAMP_NTZ".into()],
                     rewrite: true,
                     ..Alter::default()
                 },

@@ -19,7 +19,8 @@
 //! finds renamed ones under their old names), never committed as it was.
 //!
 //! Each old file is rewritten into its own new file(s), one file in memory
-//! at a time.
+//! at a time, into the old file's partition when the table is partitioned
+//! (the partition columns themselves are never changed: `evolve::plan`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -27,10 +28,11 @@ use std::time::Instant;
 
 use deltalake::kernel::engine::arrow_conversion::TryIntoArrow;
 use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
-use deltalake::kernel::{Action, Add, MetadataExt, StructField, StructType};
+use deltalake::kernel::{Action, Add, LogicalFileView, MetadataExt, StructField, StructType};
 use deltalake::protocol::{DeltaOperation, SaveMode};
-use deltalake::writer::{DeltaWriter, RecordBatchWriter};
+use deltalake::writer::{DeltaWriter, RecordBatchWriter, WriteMode};
 use deltalake::DeltaTable;
+use indexmap::IndexMap;
 use object_store::ObjectStoreExt;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
@@ -67,6 +69,10 @@ pub struct Rewritten {
 struct Target<'a> {
     schema: StructType,
     arrow: arrow_schema::SchemaRef,
+    /// `arrow` without the partition columns: what a data file holds.
+    file_arrow: arrow_schema::SchemaRef,
+    /// The Delta partition columns (kept: a partition column is never changed).
+    partitions: Vec<String>,
     renames: Renames,
     uri: String,
     storage: &'a HashMap<String, String>,
@@ -87,12 +93,7 @@ pub async fn commit_rewrite(
     let started = Instant::now();
     crate::commit::reload(table).await?;
     let snapshot = table.snapshot()?;
-    if !snapshot.metadata().partition_columns().is_empty() {
-        return Err(ServerError::InvalidArgument(format!(
-            "alter of {name}: --rewrite is not built for a partitioned Delta table (Sluice \
-             creates none)"
-        )));
-    }
+    let partitions = snapshot.metadata().partition_columns().to_vec();
     super::delta::check_features(snapshot.protocol(), next)?;
     let mut all_renames = fit::renames(snapshot.metadata().configuration());
     for (old, new) in renames {
@@ -103,9 +104,19 @@ pub async fn commit_rewrite(
     let arrow: arrow_schema::Schema = (&schema)
         .try_into_arrow()
         .map_err(|e| ServerError::Internal(format!("alter of {name}: {e}")))?;
+    let file_arrow = arrow_schema::Schema::new(
+        arrow
+            .fields()
+            .iter()
+            .filter(|f| !partitions.contains(f.name()))
+            .cloned()
+            .collect::<Vec<_>>(),
+    );
     let target = Target {
         schema,
         arrow: Arc::new(arrow),
+        file_arrow: Arc::new(file_arrow),
+        partitions,
         renames: all_renames,
         uri: table.table_url().to_string(),
         storage,
@@ -122,18 +133,15 @@ pub async fn commit_rewrite(
             .log_data()
             .iter()
             .map(|f| {
-                (
-                    f.path().to_string(),
-                    f.object_store_path(),
-                    f.remove_action(true),
-                )
+                let remove = f.remove_action(true);
+                (f.path().to_string(), f, remove)
             })
             .collect();
         let paths: HashSet<&String> = live.iter().map(|(p, _, _)| p).collect();
         done.retain(|p, _| paths.contains(p));
-        for (path, location, _) in &live {
+        for (path, file, _) in &live {
             if !done.contains_key(path) {
-                let rewritten = rewrite_file(table, location, &target).await?;
+                let rewritten = rewrite_file(table, file, &target).await?;
                 done.insert(path.clone(), rewritten);
             }
         }
@@ -190,7 +198,8 @@ pub async fn commit_rewrite(
                 table.log_store(),
                 DeltaOperation::Write {
                     mode: SaveMode::Overwrite,
-                    partition_by: None,
+                    partition_by: (!target.partitions.is_empty())
+                        .then(|| target.partitions.clone()),
                     predicate: None,
                 },
             )
@@ -211,13 +220,25 @@ pub async fn commit_rewrite(
     )))
 }
 
-/// Reads the data file at `location` and writes its rows under `target`;
+/// Reads the live data `file` and writes its rows under `target` into the
+/// same partition (its partition values, if the table has partitions);
 /// returns the new files' Adds and the rows.
 async fn rewrite_file(
     table: &DeltaTable,
-    location: &object_store::path::Path,
+    file: &LogicalFileView,
     target: &Target<'_>,
 ) -> Result<(Vec<Add>, u64)> {
+    let location = &file.object_store_path();
+    let values: IndexMap<String, _> = file
+        .partition_values()
+        .map(|v| {
+            v.fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .zip(v.values().iter().cloned())
+                .collect()
+        })
+        .unwrap_or_default();
     let read =
         |e: &dyn std::fmt::Display| ServerError::Internal(format!("reading {location}: {e}"));
     let bytes = table
@@ -235,7 +256,7 @@ async fn rewrite_file(
     let mut writer = RecordBatchWriter::try_new(
         &target.uri,
         target.arrow.clone(),
-        None,
+        (!target.partitions.is_empty()).then(|| target.partitions.clone()),
         Some(target.storage.clone()),
     )?
     .with_writer_properties(crate::sink::file_layout::writer_properties()?);
@@ -243,8 +264,10 @@ async fn rewrite_file(
     for batch in batches {
         let batch = batch.map_err(|e| read(&e))?;
         rows += batch.num_rows() as u64;
-        let batch = fit::fit_batch(&batch, &target.arrow, &target.renames)?;
-        writer.write(batch).await?;
+        let batch = fit::fit_batch(&batch, &target.file_arrow, &target.renames)?;
+        writer
+            .write_partition(batch, &values, WriteMode::Default)
+            .await?;
     }
     Ok((writer.flush().await?, rows))
 }

@@ -664,3 +664,141 @@ async fn concurrent_alters_through_two_pods_never_lose_a_change_and_leave_one_sc
     drop(pods);
     drop(etcd);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_rewriting_alters_through_two_pods_lose_no_change_and_leave_files_of_one_schema()
+{
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (etcd, pods, _) = cluster(dir.path(), 3, "main.elect.unused").await;
+    let table = "main.elect.rewrites";
+    pods[0].create_table(
+        table,
+        "id BIGINT NOT NULL, a INT, b STRING, c STRING, d FLOAT",
+    );
+    let location = pods[0].table_info(table).await["storage_location"]
+        .as_str()
+        .expect("storage_location")
+        .to_string();
+    let stream = pods[0].json_stream(table).await;
+    for id in 0..5 {
+        let record =
+            serde_json::json!({"id": id, "a": id, "b": "b", "c": format!("c{id}"), "d": 0.5});
+        stream
+            .ingest_record_offset(databricks_zerobus_ingest_sdk::JsonString(
+                record.to_string(),
+            ))
+            .await
+            .expect("ingest");
+    }
+    stream.flush().await.expect("acked");
+    drop(stream);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while crate::evolve::polars_rows(&location).0.len() < 5 {
+        assert!(Instant::now() < deadline, "the 5 rows were never committed");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    // Two rounds of two rewriting alters at once through pods 0 and 2; each
+    // (arguments, what shows it landed: a column name present or absent).
+    let rounds: [[(&[&str], &str, bool); 2]; 2] = [
+        [
+            (&["--widen", "a INT TO BIGINT"], "a", true),
+            (&["--drop-columns", "b"], "b", false),
+        ],
+        [
+            (&["--rename-column", "c TO c2"], "c2", true),
+            (&["--widen", "d FLOAT TO DOUBLE"], "d", true),
+        ],
+    ];
+    let mut outcomes = Vec::new();
+    for round in rounds {
+        let alter = |url: String, args: &'static [&'static str]| {
+            tokio::task::spawn_blocking(move || {
+                let mut all = vec!["table", "alter", table, "--rewrite"];
+                all.extend_from_slice(args);
+                crate::harness::cli_at(&url, &all)
+            })
+        };
+        let (ra, rb) = tokio::join!(
+            alter(pods[0].url.clone(), round[0].0),
+            alter(pods[2].url.clone(), round[1].0)
+        );
+        for ((args, _, _), out) in round.iter().zip([ra, rb]) {
+            let out = out.expect("join");
+            let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+            assert!(
+                out.status.success() || stderr.contains("meanwhile"),
+                "a rewriting alter either lands or is refused as stale: {stderr}"
+            );
+            outcomes.push((args.join(" "), out.status.success()));
+        }
+    }
+    eprintln!("concurrent rewriting alters: {outcomes:?}");
+    let mut seen = Vec::new();
+    for pod in &pods {
+        seen.push(pod.table_info(table).await["columns"].clone());
+    }
+    assert!(seen.windows(2).all(|w| w[0] == w[1]), "{seen:?}");
+    let delta = deltalake::open_table(url::Url::parse(&location).expect("url"))
+        .await
+        .expect("open");
+    let snapshot = delta.snapshot().expect("snapshot");
+    let fields: Vec<(String, String)> = snapshot
+        .schema()
+        .fields()
+        .map(|f| (f.name().clone(), f.data_type().to_string()))
+        .collect();
+    let names: Vec<&str> = seen[0]
+        .as_array()
+        .expect("columns")
+        .iter()
+        .map(|c| c["name"].as_str().expect("name"))
+        .collect();
+    assert_eq!(
+        fields.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+        names,
+        "the catalog and the Delta table agree"
+    );
+    // Every alter answered 200 is in the schema; one refused is not.
+    let has = |name: &str, ty: &str| fields.iter().any(|(n, t)| n == name && t == ty);
+    let effects = [
+        has("a", "long"),
+        !has("b", "string"),
+        has("c2", "string") && !has("c", "string"),
+        has("d", "double"),
+    ];
+    for ((args, landed), effect) in outcomes.iter().zip(effects) {
+        assert_eq!(
+            *landed, effect,
+            "{args}: landed {landed}, schema {fields:?}"
+        );
+    }
+    assert!(outcomes.iter().any(|(_, l)| *l), "{outcomes:?}");
+    // Every live file has the final schema, and the 5 rows are there once.
+    let arrow: arrow_schema::Schema =
+        deltalake::kernel::engine::arrow_conversion::TryIntoArrow::try_into_arrow(
+            snapshot.schema().as_ref(),
+        )
+        .expect("arrow");
+    let dir = url::Url::parse(&location)
+        .expect("url")
+        .to_file_path()
+        .expect("local");
+    for file in snapshot.log_data().iter() {
+        let bytes =
+            bytes::Bytes::from(std::fs::read(dir.join(file.path().as_ref())).expect("read"));
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .expect("parquet");
+        let types = |s: &arrow_schema::Schema| {
+            s.fields()
+                .iter()
+                .map(|f| (f.name().clone(), f.data_type().clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(types(reader.schema()), types(&arrow), "{}", file.path());
+    }
+    let (rows, _) = crate::evolve::polars_rows(&location);
+    let ids: Vec<i64> = rows.iter().map(|r| r["id"].as_i64().expect("id")).collect();
+    assert_eq!(ids, [0, 1, 2, 3, 4], "{rows:?}");
+    drop(pods);
+    drop(etcd);
+}

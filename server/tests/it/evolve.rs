@@ -88,7 +88,7 @@ fn cli_ok(server: &Server, args: &[&str]) -> String {
 }
 
 /// The polars rows of the table at `location`, by id.
-fn polars_rows(location: &str) -> (Vec<Value>, Value) {
+pub(crate) fn polars_rows(location: &str) -> (Vec<Value>, Value) {
     let read = python_read_with(location, &json!({}), &[("SLUICE_POLARS_ROWS", "1")]);
     let rows = read.summary["polars_row_dicts"]
         .as_array()
@@ -421,6 +421,20 @@ async fn given_a_pod_killed_between_the_delta_commit_and_the_catalog_update_then
     assert_eq!(rows[3]["humidity"], json!(50.0));
 }
 
+/// Opts `table` into auto-evolve through the CLI.
+fn auto_evolve_on(server: &Server, table: &str) {
+    cli_ok(
+        server,
+        &[
+            "table",
+            "alter",
+            table,
+            "--set-property",
+            "sluice.autoEvolve=add-columns",
+        ],
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_auto_evolve_when_json_records_carry_unknown_keys_then_they_add_nullable_columns() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -452,16 +466,7 @@ async fn given_auto_evolve_when_json_records_carry_unknown_keys_then_they_add_nu
     drop(stream);
 
     for table in [plain, rescued] {
-        cli_ok(
-            &server,
-            &[
-                "table",
-                "alter",
-                table,
-                "--set-property",
-                "sluice.autoEvolve=add-columns",
-            ],
-        );
+        auto_evolve_on(&server, table);
         assert_eq!(server.table_info(table).await["schema_version"], json!(0));
     }
     let stream = server.json_stream(plain).await;
@@ -522,6 +527,54 @@ async fn given_auto_evolve_when_json_records_carry_unknown_keys_then_they_add_nu
     let (rows, _) = polars_rows(&rescued_at);
     assert_eq!(rows[0]["extra"], json!("x"), "{rows:?}");
     assert_eq!(rows[0]["_rescued_data"], Value::Null, "{rows:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_auto_evolve_when_a_record_would_add_more_than_32_columns_then_the_stream_ends() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut server = Server::start(dir.path(), "300ms").await;
+    let table = "main.evolve.autocap";
+    let at = server
+        .create_table_with(table, "id BIGINT NOT NULL", &[])
+        .await;
+    auto_evolve_on(&server, table);
+    let record = |id: i64, keys: std::ops::Range<usize>| {
+        let mut record = json!({ "id": id });
+        for k in keys {
+            record[format!("k{k}")] = json!(k);
+        }
+        record.to_string()
+    };
+    // 32 new keys: one change, accepted.
+    let stream = server.json_stream(table).await;
+    stream
+        .ingest_record_offset(JsonString(record(1, 0..32)))
+        .await
+        .expect("ingest");
+    stream.flush().await.expect("32 new columns are acked");
+    let info = server.table_info(table).await;
+    assert_eq!(uc_columns(&info).len(), 33, "{info}");
+    // 33 more: the stream ends, the table keeps its columns and its acked row.
+    let error = crate::rescued_data::push_json_until_rejected(
+        &stream,
+        &[&record(2, 0..1), &record(3, 32..65)],
+    )
+    .await;
+    assert!(
+        error.contains("auto-evolve: a record would add 33 columns")
+            && error.contains("more than 32"),
+        "{error}"
+    );
+    // The SDK's rendering of the INVALID_ARGUMENT status.
+    assert!(error.starts_with("Invalid argument: "), "{error}");
+    drop(stream);
+    let info = server.table_info(table).await;
+    assert_eq!(uc_columns(&info).len(), 33, "{info}");
+    server.terminate();
+    let (rows, _) = polars_rows(&at);
+    let ids: Vec<i64> = rows.iter().map(|r| r["id"].as_i64().expect("id")).collect();
+    assert_eq!(ids, [1, 2], "{rows:?}");
+    assert_eq!(rows[0]["k31"], json!(31), "{rows:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
