@@ -1,5 +1,6 @@
 //! The server's own records in the WAL: the payloads it writes into frames
-//! ([`frames`]), the streams whose frames the log still needs ([`streams`]),
+//! ([`frames`]), the streams whose frames the log still needs ([`streams`]), the MQTT
+//! QoS 2 publishes it holds as received ([`qos2`]),
 //! and the start-up replay of what Delta does not hold yet ([`replay`]).
 //!
 //! The WAL crate knows frames as bytes with a kind; this module gives them
@@ -7,11 +8,13 @@
 
 pub mod frames;
 pub mod plan;
+pub mod qos2;
 pub mod replay;
 pub mod streams;
 
 pub use frames::FrameError;
 pub use plan::{PlanError, RecordPlan};
+pub use qos2::Qos2Ledger;
 pub use replay::{replay, ReplayReport};
 pub use streams::StreamRegistry;
 

@@ -16,8 +16,15 @@
 //!   that connection's token ([`Attached::taken`]); it answers what it has under way and
 //!   leaves with DISCONNECT 0x8E Session taken over (3.1.1: a close). Its writes still mark
 //!   their ids in the session, which the new connection now holds.
-//! - A pod restart loses every session (they are in memory only): a device reconnecting then
-//!   gets session present 0.
+//! - Durable QoS 2 ids (`journal::qos2`): an id's pair is logged in its records' WAL frame
+//!   and its release before PUBCOMP, so after a pod restart the listener starts with a
+//!   session per client id that had ids received and not released ([`Sessions::restored`]:
+//!   detached, the full expiry cap), holding those ids as *restored*. A restored id answers
+//!   only a PUBLISH marked DUP (a redelivery) with PUBREC and no write; a PUBLISH without
+//!   DUP carrying it is a new message (the client reuses an id only after PUBCOMP, so the
+//!   id was stale: a release the WAL missed, or a session discarded in memory) and is
+//!   written. A session discarded (clean start, expiry) forgets its ids in the ledger too.
+//!   A device reconnecting with clean start 0 finds its session (session present 1).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,6 +33,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+
+use crate::journal::Qos2Ledger;
 
 /// The longest a session outlives its connection, seconds (announced in the v5 CONNACK).
 pub const SESSION_EXPIRY_MAX_SECS: u32 = 3600;
@@ -87,6 +96,9 @@ pub struct Attached {
     pub connection: u64,
     /// Cancelled when another connection takes the session over.
     pub taken: CancellationToken,
+    /// Client ids whose sessions this attach discarded (clean start, expired): their QoS 2
+    /// ids are to be released in the WAL before CONNACK.
+    pub discarded: Vec<String>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -95,6 +107,32 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Sessions {
+    /// The sessions of the client ids `ledger` holds QoS 2 ids of (rebuilt from the WAL):
+    /// detached, kept for [`SESSION_EXPIRY_MAX_SECS`] from now.
+    pub fn restored(ledger: &Qos2Ledger) -> Sessions {
+        let now = Instant::now();
+        let by_client = ledger
+            .by_client()
+            .into_iter()
+            .map(|(client, ids)| {
+                let session = Session {
+                    qos2: Mutex::new(ids.into_iter().map(|id| (id, Qos2::Received)).collect()),
+                    holder: Mutex::new(Holder {
+                        connection: None,
+                        expiry: Duration::from_secs(u64::from(SESSION_EXPIRY_MAX_SECS)),
+                        detached_at: Some(now),
+                    }),
+                };
+                (client, Arc::new(session))
+            })
+            .collect();
+        Sessions {
+            by_client: Mutex::new(by_client),
+            next_connection: AtomicU64::new(0),
+            swept_at: Mutex::new(None),
+        }
+    }
+
     /// The session of `client_id` for a new connection (resumed unless `clean_start`),
     /// taking it over from a connection that holds it. `asked_secs`: the expiry interval the
     /// client asked for (3.1.1 clean session 0: `u32::MAX`).
@@ -103,10 +141,17 @@ impl Sessions {
         let expiry_secs = asked_secs.min(SESSION_EXPIRY_MAX_SECS);
         let connection = self.next_connection.fetch_add(1, Ordering::Relaxed);
         let taken = CancellationToken::new();
+        let mut discarded = Vec::new();
         let mut map = lock(&self.by_client);
         let mut swept_at = lock(&self.swept_at);
         if swept_at.is_none_or(|at| now.duration_since(at) >= SWEEP_EVERY) {
-            map.retain(|_, s| !s.expired(now));
+            map.retain(|client, s| {
+                let expired = s.expired(now);
+                if expired {
+                    discarded.push(client.clone());
+                }
+                !expired
+            });
             *swept_at = Some(now);
         }
         drop(swept_at);
@@ -119,7 +164,10 @@ impl Sessions {
         }
         let (session, present) = match existing {
             Some(old) if !clean_start && !old.expired(now) => (old, true),
-            _ => {
+            old => {
+                if old.is_some() {
+                    discarded.push(client_id.to_string());
+                }
                 let fresh = Arc::new(Session::default());
                 map.insert(client_id.to_string(), fresh.clone());
                 (fresh, false)
@@ -141,26 +189,30 @@ impl Sessions {
             expiry_secs,
             connection,
             taken,
+            discarded,
         }
     }
 
     /// The connection `connection` ended: its session is kept for its expiry interval (or
-    /// dropped now if that is 0) unless another connection took it over.
-    pub fn detach(&self, client_id: &str, connection: u64) {
+    /// dropped now if that is 0: returns true, its QoS 2 ids are to be released in the WAL)
+    /// unless another connection took it over.
+    pub fn detach(&self, client_id: &str, connection: u64) -> bool {
         let mut map = lock(&self.by_client);
         let Some(session) = map.get(client_id).cloned() else {
-            return;
+            return false;
         };
         let mut holder = lock(&session.holder);
         if holder.connection.as_ref().map(|(c, _)| *c) != Some(connection) {
-            return;
+            return false;
         }
         holder.connection = None;
         if holder.expiry.is_zero() {
             drop(holder);
             map.remove(client_id);
+            true
         } else {
             holder.detached_at = Some(Instant::now());
+            false
         }
     }
 
@@ -263,5 +315,24 @@ mod tests {
         sessions.detach("dev", clean.connection);
         assert!(sessions.is_empty(), "expiry 0: dropped at the end");
         assert_eq!(sessions.attach("x", false, u32::MAX).expiry_secs, 3600);
+    }
+
+    #[test]
+    fn restored_ids_are_received_and_a_discarded_session_is_reported() {
+        let ledger = Qos2Ledger::default();
+        ledger.received(&[("dev".to_string(), 7), ("dev".to_string(), 8)], 100);
+        let sessions = Sessions::restored(&ledger);
+        assert_eq!(sessions.len(), 1);
+        let resumed = sessions.attach("dev", false, 60);
+        assert!(resumed.present && resumed.discarded.is_empty());
+        assert!(matches!(resumed.session.begin(7), Begin::Received));
+        assert!(resumed.session.release(7) && resumed.session.is_received(8));
+        let clean = sessions.attach("dev", true, 0);
+        assert!(!clean.present);
+        assert_eq!(clean.discarded, vec!["dev".to_string()]);
+        assert!(
+            sessions.detach("dev", clean.connection),
+            "expiry 0: dropped, reported"
+        );
     }
 }
