@@ -27,3 +27,28 @@ impl From<FrameError> for ServerError {
         ServerError::Internal(e.to_string())
     }
 }
+
+/// Test helpers: a WAL of 4 KiB segments, and frames that fill it past its first segment.
+#[cfg(test)]
+pub(crate) mod testwal {
+    use sluice_wal::{Lsn, Wal, WalOptions};
+
+    /// A WAL of 4 KiB segments in `dir`.
+    pub fn small(dir: &std::path::Path) -> Wal {
+        let mut options = WalOptions::new(dir.join("wal"));
+        options.segment_bytes = 4096;
+        Wal::open(options).expect("wal").0
+    }
+
+    /// Appends frames past the first segment (so it can be purged); returns the last end
+    /// LSN once it is durable.
+    pub async fn fill_past_first_segment(wal: &Wal) -> Lsn {
+        let mut last = 0;
+        for _ in 0..8 {
+            let r = wal.reserve(1000).await.expect("reserve");
+            last = wal.append(r, 99, vec![0; 1000]).expect("append");
+        }
+        wal.wait_durable(last).await.expect("durable");
+        last
+    }
+}

@@ -139,3 +139,59 @@ impl Qos2Ledger {
         self.len() == 0
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::frames::{decode_mqtt_ids, encode_mqtt_records, KIND_MQTT_RECORDS};
+    use crate::journal::testwal;
+
+    /// What a WAL says after: pairs 1 and 2 logged with their records, 1 released, the
+    /// first segment purged (after a re-log when `relog`). Folded like replay.
+    async fn received_after_purge(relog: bool) -> Vec<Qos2Pair> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let wal = testwal::small(dir.path());
+        let ledger = Qos2Ledger::default();
+        let pairs = vec![("dev".to_string(), 1), ("dev".to_string(), 2)];
+        let payload = encode_mqtt_records(&pairs, &[0u8; 12]);
+        let r = wal.reserve(payload.len()).await.expect("reserve");
+        let lsn = wal.append(r, KIND_MQTT_RECORDS, payload).expect("append");
+        ledger.received(&pairs, lsn);
+        ledger
+            .release(&wal, &pairs[..1])
+            .await
+            .expect("release durable");
+        let last = testwal::fill_past_first_segment(&wal).await;
+        if relog {
+            let relogged = ledger.relog_below(&wal, last).await.expect("relog");
+            wal.wait_durable(relogged.expect("a pair relogged"))
+                .await
+                .expect("durable");
+        }
+        assert!(wal.purge_below(last).expect("purge") > 0, "segments purged");
+        let mut received = Vec::new();
+        for frame in wal.read_from(0).expect("read") {
+            let frame = frame.expect("frame");
+            if frame.kind == KIND_MQTT_IDS {
+                let (state, pairs) = decode_mqtt_ids(&frame.payload).expect("ids");
+                match state {
+                    Qos2State::Received => received.extend(pairs),
+                    Qos2State::Released => received.retain(|p| !pairs.contains(p)),
+                }
+            }
+        }
+        received
+    }
+
+    #[tokio::test]
+    async fn a_received_pair_outlives_the_purge_and_a_released_one_does_not() {
+        assert_eq!(
+            received_after_purge(true).await,
+            vec![("dev".to_string(), 2)]
+        );
+        assert!(
+            received_after_purge(false).await.is_empty(),
+            "control: without the re-log the pair is gone"
+        );
+    }
+}
