@@ -16,7 +16,15 @@ fuzz_target!(|data: &[u8]| {
     let Some((&kind, payload)) = data.split_first() else {
         return;
     };
-    if kind % 3 == 2 {
+    if kind % 5 == 3 {
+        if let Ok((pairs, rest)) = frames::decode_mqtt_records(payload) {
+            assert_eq!(frames::encode_mqtt_records(&pairs, rest), payload);
+        }
+    } else if kind % 5 == 4 {
+        if let Ok((state, pairs)) = frames::decode_mqtt_ids(payload) {
+            assert_eq!(frames::encode_mqtt_ids(state, &pairs), payload);
+        }
+    } else if kind % 5 == 2 {
         if let Ok(frame) = frames::decode_arrow(payload) {
             let again = frames::encode_arrow(
                 frame.stream_key,
@@ -26,7 +34,7 @@ fuzz_target!(|data: &[u8]| {
             );
             assert_eq!(again, payload, "an arrow frame re-encodes to its bytes");
         }
-    } else if kind % 3 == 0 {
+    } else if kind % 5 == 0 {
         if let Ok(open) = frames::StreamOpen::decode(payload) {
             assert_eq!(frames::StreamOpen::decode(&open.encode()).ok(), Some(open));
         }

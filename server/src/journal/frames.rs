@@ -16,7 +16,16 @@
 //! kind 6, OTLP export:  u16 table_len | table | u8 signal (1 traces, 2 logs, 3 metrics)
 //!                       | u64 stream_key | i64 first_offset | i64 received_at_us
 //!                       | the Export*ServiceRequest protobuf (to the end)
+//! kind 7, MQTT QoS 2 records: u16 count | count × ( u16 client_len | client id | u16 packet id )
+//!                       | a kind-2 payload (a gathered MQTT write holding QoS 2 publishes)
+//! kind 8, MQTT QoS 2 ids: u8 state (1 received, 2 released) | u32 count
+//!                       | count × ( u16 client_len | client id | u16 packet id )
 //! ```
+//! A kind-7 frame makes the (client id, packet id) pairs of its QoS 2 publishes durable
+//! in the same fsync as their records (never one without the other); a kind-8 frame
+//! either releases pairs (logged and made durable before PUBCOMP) or lists the pairs
+//! still received, logged again before a purge. Replay folds them, in log order, into
+//! the ids each client id has received and not released.
 //! An Avro stream's open frame carries, as its descriptor, the producer's writer schema
 //! (`avro_schema_json`, UTF-8), and its records frames the raw datums, so replay compiles
 //! the same plan and decodes the same bytes.
@@ -56,12 +65,15 @@ pub enum FrameError {
     /// A stream-open payload's optional tail has a tag Sluice never writes.
     #[error("WAL payload: unknown stream-open tail tag {0}")]
     UnknownTail(u8),
-    /// A persistent stream id or an idempotency key is not UTF-8.
-    #[error("WAL payload: a stream id or idempotency key is not UTF-8")]
+    /// A persistent stream id, an idempotency key or an MQTT client id is not UTF-8.
+    #[error("WAL payload: a stream id, idempotency key or client id is not UTF-8")]
     IdNotUtf8,
-    /// An arrow-batch payload has bytes after its last message.
-    #[error("WAL payload: bytes after the last Arrow IPC message")]
+    /// An arrow-batch or MQTT ids payload has bytes after its last item.
+    #[error("WAL payload: bytes after the last item")]
     Trailing,
+    /// An MQTT ids payload says a state Sluice never writes.
+    #[error("WAL payload: unknown MQTT QoS 2 state {0}")]
+    UnknownQos2State(u8),
 }
 
 /// Tag of the stream-open tail that carries a persistent stream id.
@@ -83,6 +95,94 @@ pub const KIND_OTLP: u8 = 6;
 pub const KIND_KEYED_RECORDS: u8 = 3;
 /// WAL frame kind of a list of idempotency keys still inside their window.
 pub const KIND_KEYS: u8 = 4;
+
+/// WAL frame kind of a records payload carrying the MQTT QoS 2 (client id, packet id)
+/// pairs of the publishes in it.
+pub const KIND_MQTT_RECORDS: u8 = 7;
+/// WAL frame kind of a list of MQTT QoS 2 pairs received or released.
+pub const KIND_MQTT_IDS: u8 = 8;
+
+/// An MQTT QoS 2 publish as the WAL keeps it: its client id and packet id.
+pub type Qos2Pair = (String, u16);
+
+/// What a kind-8 frame says of its pairs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Qos2State {
+    /// Written and not released (a list logged again before a purge).
+    Received,
+    /// Released by PUBREL (logged before PUBCOMP).
+    Released,
+}
+
+fn put_pairs(out: &mut Vec<u8>, pairs: &[Qos2Pair]) {
+    for (client, id) in pairs {
+        let client = &client.as_bytes()[..client.len().min(u16::MAX as usize)];
+        out.extend_from_slice(&(client.len() as u16).to_le_bytes());
+        out.extend_from_slice(client);
+        out.extend_from_slice(&id.to_le_bytes());
+    }
+}
+
+fn take_pairs(r: &mut Reader<'_>, count: usize) -> Result<Vec<Qos2Pair>> {
+    let mut pairs = Vec::with_capacity(count.min(r.bytes.len() / 4 + 1));
+    for _ in 0..count {
+        let client = r.text()?;
+        pairs.push((client, r.u16()?));
+    }
+    Ok(pairs)
+}
+
+/// Bytes a kind-7 frame adds to its records payload for `pairs`: 2 + Σ (4 + client id).
+pub fn mqtt_prefix_len(pairs: &[Qos2Pair]) -> usize {
+    2 + pairs.iter().map(|(c, _)| 4 + c.len()).sum::<usize>()
+}
+
+/// Prefixes a records payload with the QoS 2 pairs of its publishes (kind 7; at most
+/// `u16::MAX` pairs, which a gathered write never exceeds).
+pub fn encode_mqtt_records(pairs: &[Qos2Pair], records_payload: &[u8]) -> Vec<u8> {
+    let pairs = &pairs[..pairs.len().min(u16::MAX as usize)];
+    let mut out = Vec::with_capacity(mqtt_prefix_len(pairs) + records_payload.len());
+    out.extend_from_slice(&(pairs.len() as u16).to_le_bytes());
+    put_pairs(&mut out, pairs);
+    out.extend_from_slice(records_payload);
+    out
+}
+
+/// Splits a kind-7 payload into its pairs and the records payload after them.
+pub fn decode_mqtt_records(bytes: &[u8]) -> Result<(Vec<Qos2Pair>, &[u8])> {
+    let mut r = Reader { bytes, pos: 0 };
+    let count = r.u16()? as usize;
+    let pairs = take_pairs(&mut r, count)?;
+    Ok((pairs, &bytes[r.pos..]))
+}
+
+/// Encodes a list of pairs received or released (kind 8).
+pub fn encode_mqtt_ids(state: Qos2State, pairs: &[Qos2Pair]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(5 + pairs.iter().map(|(c, _)| 4 + c.len()).sum::<usize>());
+    out.push(match state {
+        Qos2State::Received => 1,
+        Qos2State::Released => 2,
+    });
+    out.extend_from_slice(&(pairs.len() as u32).to_le_bytes());
+    put_pairs(&mut out, pairs);
+    out
+}
+
+/// Decodes a kind-8 payload.
+pub fn decode_mqtt_ids(bytes: &[u8]) -> Result<(Qos2State, Vec<Qos2Pair>)> {
+    let mut r = Reader { bytes, pos: 0 };
+    let state = match r.u8()? {
+        1 => Qos2State::Received,
+        2 => Qos2State::Released,
+        other => return Err(FrameError::UnknownQos2State(other)),
+    };
+    let count = r.u32()? as usize;
+    let pairs = take_pairs(&mut r, count)?;
+    if r.pos != bytes.len() {
+        return Err(FrameError::Trailing);
+    }
+    Ok((state, pairs))
+}
 
 /// How a stream's records are encoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -595,7 +695,42 @@ mod tests {
         );
     }
 
+    #[test]
+    fn mqtt_frames_refuse_an_unknown_state_and_a_cut_pair() {
+        let pairs = vec![("dev-1".to_string(), 7u16)];
+        let mut ids = encode_mqtt_ids(Qos2State::Received, &pairs);
+        ids[0] = 9;
+        assert_eq!(decode_mqtt_ids(&ids), Err(FrameError::UnknownQos2State(9)));
+        let records = encode_records(3, [(5i64, &b"{}"[..])].into_iter());
+        let bytes = encode_mqtt_records(&pairs, &records);
+        // 2 (count) + 2 (length) + 5 (client id) + 2 (packet id) before the records.
+        assert_eq!(bytes.len() - records.len(), 11);
+        assert_eq!(decode_mqtt_records(&bytes[..6]), Err(FrameError::Truncated));
+    }
+
     proptest::proptest! {
+        #[test]
+        fn mqtt_frames_round_trip(
+            pairs in proptest::collection::vec(("[a-z0-9é-]{0,24}", proptest::num::u16::ANY), 0..20),
+            records in proptest::collection::vec(proptest::num::u8::ANY, 0..64),
+            released: bool,
+            cut in 0usize..4096,
+        ) {
+            let bytes = encode_mqtt_records(&pairs, &records);
+            proptest::prop_assert_eq!(bytes.len(), mqtt_prefix_len(&pairs) + records.len());
+            let (back, rest) = decode_mqtt_records(&bytes).expect("decodes");
+            proptest::prop_assert_eq!(&back, &pairs);
+            proptest::prop_assert_eq!(rest, &records[..]);
+            let state = if released { Qos2State::Released } else { Qos2State::Received };
+            let ids = encode_mqtt_ids(state, &pairs);
+            proptest::prop_assert_eq!(decode_mqtt_ids(&ids).expect("decodes"), (state, pairs.clone()));
+            // A cut list is refused (never fewer pairs), as are trailing bytes.
+            proptest::prop_assert!(decode_mqtt_ids(&ids[..cut % ids.len()]).is_err());
+            let mut longer = ids.clone();
+            longer.push(0);
+            proptest::prop_assert_eq!(decode_mqtt_ids(&longer), Err(FrameError::Trailing));
+        }
+
         #[test]
         fn arrow_frames_round_trip(
             key: u64,

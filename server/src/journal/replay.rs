@@ -13,6 +13,10 @@
 //! Arrow Flight streams' arrow-batch frames are decoded under the schema of their open
 //! frame and fitted to the table as on the live path (`crate::flight`).
 //!
+//! MQTT QoS 2 records frames (kind 7) replay like records frames; their (client id,
+//! packet id) pairs and the kind-8 lists are folded in log order into the pairs still
+//! received ([`ReplayReport::mqtt_received`]).
+//!
 //! Persistent streams: every records frame of a persistent stream's connection (its open
 //! frame carries the stream id) counts toward the highest offset the WAL holds for that
 //! stream ([`ReplayReport::persistent`]), committed or not; the replayed ones also carry
@@ -27,8 +31,9 @@ use sluice_wal::{Lsn, Wal};
 use sluice_zeroparser::RecordBatchBuilder;
 
 use super::frames::{
-    decode_arrow, decode_keyed, decode_keys, decode_otlp, decode_records, KeyRecord, StreamOpen,
-    KIND_ARROW, KIND_KEYED_RECORDS, KIND_KEYS, KIND_OTLP, KIND_RECORDS, KIND_STREAM_OPEN,
+    decode_arrow, decode_keyed, decode_keys, decode_mqtt_ids, decode_mqtt_records, decode_otlp,
+    decode_records, KeyRecord, Qos2Pair, Qos2State, StreamOpen, KIND_ARROW, KIND_KEYED_RECORDS,
+    KIND_KEYS, KIND_MQTT_IDS, KIND_MQTT_RECORDS, KIND_OTLP, KIND_RECORDS, KIND_STREAM_OPEN,
 };
 use super::plan::RecordPlan;
 use super::streams::StreamRegistry;
@@ -50,6 +55,9 @@ pub struct ReplayReport {
     /// REST idempotency keys the WAL holds (keyed records frames and re-logged key
     /// lists, committed or not), each with the end LSN of its frame.
     pub keys: Vec<(KeyRecord, Lsn)>,
+    /// MQTT QoS 2 publishes received and not released (kind-7 pairs and kind-8 lists folded
+    /// in log order, committed or not), each with the end LSN of its newest frame.
+    pub mqtt_received: HashMap<Qos2Pair, Lsn>,
 }
 
 struct ReplayStream {
@@ -171,6 +179,23 @@ pub fn replay(wal: &Wal, sinks: &Sinks, registry: &StreamRegistry) -> Result<Rep
             KIND_KEYS => {
                 for key in decode_keys(&frame.payload)? {
                     report.keys.push((key, frame.end_lsn));
+                }
+                continue;
+            }
+            KIND_MQTT_RECORDS => {
+                let (pairs, rest) = decode_mqtt_records(&frame.payload)?;
+                for pair in pairs {
+                    report.mqtt_received.insert(pair, frame.end_lsn);
+                }
+                rest
+            }
+            KIND_MQTT_IDS => {
+                let (state, pairs) = decode_mqtt_ids(&frame.payload)?;
+                for pair in pairs {
+                    match state {
+                        Qos2State::Received => report.mqtt_received.insert(pair, frame.end_lsn),
+                        Qos2State::Released => report.mqtt_received.remove(&pair),
+                    };
                 }
                 continue;
             }

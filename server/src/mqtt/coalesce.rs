@@ -16,6 +16,9 @@
 //! `sluice_mqtt_gathered_writes_total` counts the gathered writes (records per write =
 //! `sluice_mqtt_records_total` over it, less the arrays' records).
 //!
+//! A write holding QoS 2 publishes logs their (client id, packet id) pairs in its frame
+//! (kind 7, `journal::qos2`); one of QoS 0/1 publishes only is a plain records frame.
+//!
 //! Payloads holding a JSON array of records are all-or-nothing and are written on their
 //! own (`publish::write`), not here.
 
@@ -25,6 +28,7 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
+use crate::journal::frames::Qos2Pair;
 use crate::pod::Pod;
 use crate::rest::{RestError, RestIngest};
 use crate::sink::SharedSink;
@@ -46,6 +50,8 @@ struct Waiting {
     sink: SharedSink,
     /// The record's JSON text (a trimmed JSON object).
     record: Bytes,
+    /// A QoS 2 publish's (client id, packet id), logged in the same frame as its record.
+    qos2: Option<Qos2Pair>,
     answer: oneshot::Sender<Result<usize, Refusal>>,
 }
 
@@ -67,18 +73,21 @@ impl Coalescer {
     }
 
     /// Writes one record (a JSON object's text) into `table` through its gathering task;
-    /// returns 1 once it is durable, or its refusal.
+    /// returns 1 once it is durable, or its refusal. `qos2`: a QoS 2 publish's pair, made
+    /// durable in the same frame as the record.
     pub async fn write(
         &self,
         table: &str,
         sink: SharedSink,
         record: Bytes,
+        qos2: Option<Qos2Pair>,
     ) -> Result<usize, Refusal> {
         let (answer, answered) = oneshot::channel();
         let tx = self.sender(table);
         tx.send(Waiting {
             sink,
             record,
+            qos2,
             answer,
         })
         .await
@@ -161,11 +170,14 @@ async fn write_batch(pod: &Pod, rest: &RestIngest, batch: Vec<Waiting>) {
             return;
         }
     };
-    let (records, answers): (Vec<Bytes>, Vec<_>) =
-        batch.into_iter().map(|w| (w.record, w.answer)).unzip();
+    let (records, answers): (Vec<Bytes>, Vec<_>) = batch
+        .into_iter()
+        .map(|w| (w.record, (w.answer, w.qos2)))
+        .unzip();
     let mut texts: Vec<&str> = Vec::with_capacity(records.len());
     let mut waiting = Vec::with_capacity(records.len());
-    for (record, answer) in records.iter().zip(answers) {
+    let mut qos2 = Vec::new();
+    for (record, (answer, pair)) in records.iter().zip(answers) {
         let parsed = std::str::from_utf8(record)
             .map_err(|e| {
                 Refusal::new(
@@ -183,6 +195,7 @@ async fn write_batch(pod: &Pod, rest: &RestIngest, batch: Vec<Waiting>) {
             Ok(text) => {
                 texts.push(text);
                 waiting.push(answer);
+                qos2.extend(pair);
             }
             Err(refused) => {
                 let _ = answer.send(Err(refused));
@@ -193,7 +206,7 @@ async fn write_batch(pod: &Pod, rest: &RestIngest, batch: Vec<Waiting>) {
         return;
     }
     metrics::counter!("sluice_mqtt_gathered_writes_total").increment(1);
-    let outcome = crate::rest::insert_parsed(pod, rest, &sink, builder, &texts)
+    let outcome = crate::rest::insert_parsed(pod, rest, &sink, builder, &texts, qos2)
         .await
         .map(|_| 1)
         .map_err(refusal);

@@ -24,7 +24,7 @@ pub async fn serve(listener: TcpListener, pod: Arc<Pod>, tls: Option<Arc<ServerC
         rest,
         max_packet_size: u32::try_from(pod.config.max_message_bytes).unwrap_or(u32::MAX),
         pod: pod.clone(),
-        sessions: super::sessions::Sessions::new(pod.config.mqtt_max_sessions),
+        sessions: super::sessions::Sessions::restored(&pod.qos2, pod.config.mqtt_max_sessions),
     });
     let connections = TaskTracker::new();
     loop {

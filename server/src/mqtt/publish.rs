@@ -14,6 +14,7 @@
 
 use std::sync::Arc;
 
+use crate::journal::frames::Qos2Pair;
 use crate::pod::Pod;
 use crate::rest::{RestError, RestIngest};
 use crate::sink::SharedSink;
@@ -84,13 +85,15 @@ pub async fn bind(
 
 /// Writes the records of `payload` into the bound table; returns how many once they are
 /// durable. A payload of one record joins the table's gathered writes (`coalesce`); an
-/// array of several is written on its own, all or nothing.
+/// array of several is written on its own, all or nothing. `qos2`: a QoS 2 publish's
+/// (client id, packet id), logged in the frame of its records (kind 7).
 pub async fn write(
     pod: Arc<Pod>,
     rest: Arc<RestIngest>,
     coalescer: Arc<Coalescer>,
     binding: Binding,
     payload: bytes::Bytes,
+    qos2: Option<Qos2Pair>,
 ) -> Result<usize, Refusal> {
     let records = payload::records(&payload).map_err(|e| {
         Refusal::new(
@@ -103,8 +106,22 @@ pub async fn write(
         [one] => {
             let record = payload.slice_ref(one.as_bytes());
             coalescer
-                .write(&binding.table, binding.sink.clone(), record)
+                .write(&binding.table, binding.sink.clone(), record, qos2)
                 .await?
+        }
+        _ if qos2.is_some() => {
+            let mut builder = binding
+                .sink
+                .batch_builder()
+                .map_err(|e| refusal(RestError::Server(e)))?;
+            for (i, record) in records.iter().enumerate() {
+                crate::rest::append_record(&pod, &mut builder, i, record).map_err(refusal)?;
+            }
+            let pairs = qos2.into_iter().collect();
+            crate::rest::insert_parsed(&pod, &rest, &binding.sink, builder, &records, pairs)
+                .await
+                .map_err(refusal)?
+                .records
         }
         _ => {
             crate::rest::insert(&pod, &rest, &binding.sink, &records, None)

@@ -24,8 +24,11 @@
 //! - Keep alive: no packet for 1.5 × the client's keep-alive → DISCONNECT 0x8D, close.
 //! - Sessions (`sessions`): the client id's session is attached after CONNACK's checks
 //!   (resumed: session present 1; granted expiry in the v5 CONNACK); its QoS 2 ids outlive
-//!   the connection. A new kept session beyond `--mqtt-max-sessions` is refused with
-//!   CONNACK 0x97 Quota exceeded (3.1.1: return code 3, server unavailable). Another connection with the same client id takes it over: this one
+//!   the connection and, through the WAL (`journal::qos2`), the pod: a QoS 2 publish's
+//!   (client id, packet id) is logged in its records' frame, and a PUBREL's release is
+//!   logged and durable before PUBCOMP. A new kept session beyond `--mqtt-max-sessions` is
+//!   refused with CONNACK 0x97 Quota exceeded (3.1.1: return code 3, server unavailable).
+//!   Another connection with the same client id takes it over: this one
 //!   answers what it has under way, then DISCONNECT 0x8E Session taken over (3.1.1:
 //!   close). A will message is ignored; SUBSCRIBE/UNSUBSCRIBE/AUTH → DISCONNECT 0x83.
 //! - Pod shutdown: no new packets are read, the writes under way finish and are answered,
@@ -97,6 +100,8 @@ struct State {
     writing_qos2: HashSet<u16>,
     /// The client's session (QoS 2 ids awaiting PUBREL live there).
     session: Arc<Session>,
+    /// Its client id (QoS 2 pairs in the WAL name it).
+    client_id: String,
 }
 
 impl State {
@@ -156,7 +161,14 @@ where
         tracing::debug!("MQTT connection ended: {e}");
     }
     if let Some((client_id, connection)) = conn.attached.take() {
-        conn.shared.sessions.detach(&client_id, connection);
+        if conn.shared.sessions.detach(&client_id, connection) {
+            // Dropped (expiry 0): its QoS 2 ids are released in the WAL too.
+            let pod = &conn.shared.pod;
+            let pairs = pod.qos2.of_clients(&[client_id]);
+            if let Err(e) = pod.qos2.release(&pod.wal, &pairs).await {
+                tracing::warn!("MQTT session's QoS 2 ids not released in the WAL: {e}");
+            }
+        }
     }
     metrics::gauge!("sluice_mqtt_connections").decrement(1.0);
 }
@@ -206,6 +218,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
             {
                 Ok(attached) => attached,
                 Err(full) => {
+                    // Sessions the refused CONNECT swept out (expired) are gone all the same:
+                    // their QoS 2 ids must not come back at a restart.
+                    let pod = &self.shared.pod;
+                    let stale = pod.qos2.of_clients(&full.discarded);
+                    if let Err(e) = pod.qos2.release(&pod.wal, &stale).await {
+                        tracing::warn!("releasing expired MQTT sessions' QoS 2 ids failed: {e}");
+                    }
                     let grpc = tonic::Code::ResourceExhausted;
                     return self
                         .refuse_connect(reason::QUOTA_EXCEEDED, grpc, full.to_string())
@@ -214,6 +233,21 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
             };
         metrics::counter!("sluice_mqtt_connects_total", "outcome" => "accepted").increment(1);
         self.attached = Some((client_id, attached.connection));
+        // Discarded sessions' QoS 2 ids are released durably before CONNACK: a restart must
+        // not bring them back to answer a new PUBLISH reusing one of them.
+        let pod = &self.shared.pod;
+        let stale = pod.qos2.of_clients(&attached.discarded);
+        if let Err(e) = pod.qos2.release(&pod.wal, &stale).await {
+            count_refusal_code(tonic::Code::Unavailable);
+            self.send(self.connack(
+                reason::UNSPECIFIED,
+                Some(format!("the discarded session could not be logged: {e}")),
+                None,
+                None,
+            ))
+            .await?;
+            return self.stream.shutdown().await;
+        }
         self.send(self.connack(reason::SUCCESS, None, assigned, Some(&attached)))
             .await?;
         let keep_alive = (connect.keep_alive > 0)
@@ -282,6 +316,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
             unanswered: 0,
             writing_qos2: HashSet::new(),
             session: attached.session,
+            client_id: self
+                .attached
+                .as_ref()
+                .map(|(c, _)| c.clone())
+                .unwrap_or_default(),
         };
         let mut deadline = keep_alive.map(|k| Instant::now() + k);
         let mut reading = true;
@@ -365,6 +404,19 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
             Inbound::Publish(p) => self.publish(p, st).await,
             Inbound::PubRel(id) => {
                 let found = st.session.release(id);
+                if found {
+                    // The release is durable before PUBCOMP, so a restart does not bring
+                    // the id back as received.
+                    let pod = &self.shared.pod;
+                    let pair = [(st.client_id.clone(), id)];
+                    if let Err(e) = pod.qos2.release(&pod.wal, &pair).await {
+                        return Ok(Some(refuse(
+                            reason::UNSPECIFIED,
+                            tonic::Code::Unavailable,
+                            format!("the PUBREL of packet id {id} could not be logged: {e}"),
+                        )));
+                    }
+                }
                 self.send(Outbound::PubComp { id, found }).await?;
                 Ok(None)
             }
@@ -480,6 +532,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
                     self.shared.coalescer.clone(),
                     b,
                     p.payload,
+                    begun.is_some().then(|| (st.client_id.clone(), id)),
                 );
                 let session = st.session.clone();
                 // The session learns the outcome from the write's own task, so it holds

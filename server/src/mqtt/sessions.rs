@@ -27,8 +27,15 @@
 //!   every kept session exactly-once. Resuming or taking over a session and a CONNECT that
 //!   keeps no session (expiry 0) are never refused by the cap. Gauge
 //!   `sluice_mqtt_sessions`: sessions in the map.
-//! - A pod restart loses every session (they are in memory only): a device reconnecting then
-//!   gets session present 0.
+//! - Durable QoS 2 ids (`journal::qos2`): an id's pair is logged in its records' WAL frame
+//!   and its release before PUBCOMP, so after a pod restart the listener starts with a
+//!   session per client id that had ids received and not released ([`Sessions::restored`]:
+//!   detached, the full expiry cap), holding those ids as received. A PUBLISH carrying a
+//!   received id is answered PUBREC without a write, DUP flag or not (paho resends a
+//!   redelivery without DUP), so an id must never be kept stale: the ids of a session this
+//!   pod discards (clean start, expiry — also when the CONNECT that swept it is then refused
+//!   at the cap) are released in the WAL before the CONNACK. A device reconnecting with
+//!   clean start 0 finds its session (session present 1).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,6 +44,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+
+use crate::journal::Qos2Ledger;
 
 /// The longest a session outlives its connection, seconds (announced in the v5 CONNACK).
 pub const SESSION_EXPIRY_MAX_SECS: u32 = 3600;
@@ -73,6 +82,9 @@ impl Default for Sessions {
 pub struct Full {
     /// The cap.
     pub max: usize,
+    /// Client ids whose expired sessions the refused CONNECT swept out: their QoS 2 ids are
+    /// to be released in the WAL all the same.
+    pub discarded: Vec<String>,
 }
 
 /// One client's session.
@@ -121,6 +133,9 @@ pub struct Attached {
     pub connection: u64,
     /// Cancelled when another connection takes the session over.
     pub taken: CancellationToken,
+    /// Client ids whose sessions this attach discarded (clean start, expired): their QoS 2
+    /// ids are to be released in the WAL before CONNACK.
+    pub discarded: Vec<String>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -139,6 +154,34 @@ impl Sessions {
         }
     }
 
+    /// The sessions of the client ids `ledger` holds QoS 2 ids of (rebuilt from the WAL):
+    /// detached, kept for [`SESSION_EXPIRY_MAX_SECS`] from now; at most `max` sessions for
+    /// new client ids (the restored ones count, and are never dropped for the cap).
+    pub fn restored(ledger: &Qos2Ledger, max: usize) -> Sessions {
+        let now = Instant::now();
+        let by_client = ledger
+            .by_client()
+            .into_iter()
+            .map(|(client, ids)| {
+                let session = Session {
+                    qos2: Mutex::new(ids.into_iter().map(|id| (id, Qos2::Received)).collect()),
+                    holder: Mutex::new(Holder {
+                        connection: None,
+                        expiry: Duration::from_secs(u64::from(SESSION_EXPIRY_MAX_SECS)),
+                        detached_at: Some(now),
+                    }),
+                };
+                (client, Arc::new(session))
+            })
+            .collect();
+        Sessions {
+            by_client: Mutex::new(by_client),
+            next_connection: AtomicU64::new(0),
+            swept_at: Mutex::new(None),
+            max,
+        }
+    }
+
     /// The session of `client_id` for a new connection (resumed unless `clean_start`),
     /// taking it over from a connection that holds it. `asked_secs`: the expiry interval the
     /// client asked for (3.1.1 clean session 0: `u32::MAX`). [`Full`] when it would add a
@@ -151,6 +194,7 @@ impl Sessions {
     ) -> Result<Attached, Full> {
         let now = Instant::now();
         let expiry_secs = asked_secs.min(SESSION_EXPIRY_MAX_SECS);
+        let mut discarded = Vec::new();
         let mut map = lock(&self.by_client);
         let grows = |map: &HashMap<String, Arc<Session>>| {
             expiry_secs > 0 && map.len() >= self.max && !map.contains_key(client_id)
@@ -162,13 +206,22 @@ impl Sessions {
             SWEEP_EVERY
         };
         if swept_at.is_none_or(|at| now.duration_since(at) >= every) {
-            map.retain(|_, s| !s.expired(now));
+            map.retain(|client, s| {
+                let expired = s.expired(now);
+                if expired {
+                    discarded.push(client.clone());
+                }
+                !expired
+            });
             *swept_at = Some(now);
         }
         drop(swept_at);
         metrics::gauge!("sluice_mqtt_sessions").set(map.len() as f64);
         if grows(&map) {
-            return Err(Full { max: self.max });
+            return Err(Full {
+                max: self.max,
+                discarded,
+            });
         }
         let connection = self.next_connection.fetch_add(1, Ordering::Relaxed);
         let taken = CancellationToken::new();
@@ -181,7 +234,10 @@ impl Sessions {
         }
         let (session, present) = match existing {
             Some(old) if !clean_start && !old.expired(now) => (old, true),
-            _ => {
+            old => {
+                if old.is_some() {
+                    discarded.push(client_id.to_string());
+                }
                 let fresh = Arc::new(Session::default());
                 map.insert(client_id.to_string(), fresh.clone());
                 metrics::gauge!("sluice_mqtt_sessions").set(map.len() as f64);
@@ -204,27 +260,31 @@ impl Sessions {
             expiry_secs,
             connection,
             taken,
+            discarded,
         })
     }
 
     /// The connection `connection` ended: its session is kept for its expiry interval (or
-    /// dropped now if that is 0) unless another connection took it over.
-    pub fn detach(&self, client_id: &str, connection: u64) {
+    /// dropped now if that is 0: returns true, its QoS 2 ids are to be released in the WAL)
+    /// unless another connection took it over.
+    pub fn detach(&self, client_id: &str, connection: u64) -> bool {
         let mut map = lock(&self.by_client);
         let Some(session) = map.get(client_id).cloned() else {
-            return;
+            return false;
         };
         let mut holder = lock(&session.holder);
         if holder.connection.as_ref().map(|(c, _)| *c) != Some(connection) {
-            return;
+            return false;
         }
         holder.connection = None;
         if holder.expiry.is_zero() {
             drop(holder);
             map.remove(client_id);
             metrics::gauge!("sluice_mqtt_sessions").set(map.len() as f64);
+            true
         } else {
             holder.detached_at = Some(Instant::now());
+            false
         }
     }
 
@@ -341,7 +401,10 @@ mod tests {
         let a = sessions.attach("a", false, 60).expect("room for it");
         let b = sessions.attach("b", false, 1).expect("room for it");
         sessions.detach("b", b.connection);
-        assert_eq!(sessions.attach("c", false, 60).err(), Some(Full { max: 2 }));
+        assert_eq!(
+            sessions.attach("c", false, 60).err().map(|f| f.max),
+            Some(2)
+        );
         // No kept session asked, or the client id's own session: not refused.
         let no_session = sessions.attach("d", true, 0).expect("room for it");
         sessions.detach("d", no_session.connection);
@@ -369,5 +432,24 @@ mod tests {
                 .present
         );
         assert_eq!(sessions.len(), 2);
+    }
+
+    #[test]
+    fn restored_ids_are_received_and_a_discarded_session_is_reported() {
+        let ledger = Qos2Ledger::default();
+        ledger.received(&[("dev".to_string(), 7), ("dev".to_string(), 8)], 100);
+        let sessions = Sessions::restored(&ledger, 10);
+        assert_eq!(sessions.len(), 1);
+        let resumed = sessions.attach("dev", false, 60).expect("room for it");
+        assert!(resumed.present && resumed.discarded.is_empty());
+        assert!(matches!(resumed.session.begin(7), Begin::Received));
+        assert!(resumed.session.release(7) && resumed.session.is_received(8));
+        let clean = sessions.attach("dev", true, 0).expect("room for it");
+        assert!(!clean.present);
+        assert_eq!(clean.discarded, vec!["dev".to_string()]);
+        assert!(
+            sessions.detach("dev", clean.connection),
+            "expiry 0: dropped, reported"
+        );
     }
 }

@@ -65,6 +65,8 @@ pub struct Pod {
     pub roles: Option<Arc<CommitRoles>>,
     /// REST idempotency keys seen within the window (rebuilt by replay, kept by purges).
     pub idempotency: Arc<crate::rest::idempotency::IdempotencyIndex>,
+    /// MQTT QoS 2 publishes received and not released (rebuilt by replay, kept by purges).
+    pub qos2: Arc<crate::journal::Qos2Ledger>,
     /// In a cluster: the keys' claims in etcd, shared by every pod (None: single node).
     pub idem_claims: Option<Arc<crate::cluster::idem_claims::ClusterKeys>>,
     /// Since when the warehouse has been unreachable (probed in the background).

@@ -26,7 +26,7 @@ use crate::cluster::roles::CommitRoles;
 use crate::config::{AuthMode, ClusterConfig, ServeConfig};
 use crate::error::{Result, ServerError};
 use crate::journal::frames::KeyRecord;
-use crate::journal::{replay, StreamRegistry};
+use crate::journal::{replay, Qos2Ledger, StreamRegistry};
 use crate::pstreams::{
     EtcdStreamStore, FileStreamStore, PersistentStreamStore, PersistentStreams, StreamPeers,
 };
@@ -69,9 +69,11 @@ impl Pod {
         )?;
         let streams = Arc::new(StreamRegistry::default());
         let keys = Arc::new(IdempotencyIndex::new(config.idempotency_window));
+        let qos2 = Arc::new(Qos2Ledger::default());
         let keepers = Arc::new(WalKeepers {
             streams: streams.clone(),
             keys: keys.clone(),
+            qos2: qos2.clone(),
         });
         let sinks = Sinks::new(
             wal.clone(),
@@ -127,6 +129,13 @@ impl Pod {
         if !keys.is_empty() {
             tracing::info!(keys = keys.len(), "idempotency keys restored from the WAL");
         }
+        qos2.restore(replayed.mqtt_received);
+        if !qos2.is_empty() {
+            tracing::info!(
+                pairs = qos2.len(),
+                "MQTT QoS 2 publishes restored from the WAL"
+            );
+        }
         if replayed.rows > 0 {
             tracing::info!(
                 rows = replayed.rows,
@@ -161,6 +170,7 @@ impl Pod {
             load: Arc::new(LoadCounters::default()),
             roles,
             idempotency: keys,
+            qos2,
             idem_claims,
             warehouse_watch,
         });

@@ -303,13 +303,10 @@ mod tests {
     #[tokio::test]
     async fn a_key_outlives_the_purge_of_its_records_frame() {
         use crate::journal::frames::{decode_keys, encode_keyed, KIND_KEYED_RECORDS};
-        use sluice_wal::{Wal, WalOptions};
 
         async fn keys_left_after_purge(relog: bool) -> Vec<String> {
             let dir = tempfile::tempdir().expect("tempdir");
-            let mut options = WalOptions::new(dir.path().join("wal"));
-            options.segment_bytes = 4096;
-            let (wal, _) = Wal::open(options).expect("wal");
+            let wal = crate::journal::testwal::small(dir.path());
             let index = IdempotencyIndex::new(Duration::from_secs(3600));
             let now = now_ms();
             let Ok(Claim::Mine(guard)) = index.claim("a.b.c", "k1", now) else {
@@ -319,13 +316,7 @@ mod tests {
             let r = wal.reserve(payload.len()).await.expect("reserve");
             let lsn = wal.append(r, KIND_KEYED_RECORDS, payload).expect("append");
             guard.done(lsn);
-            // Fill past the first segment so it can be purged.
-            let mut last = lsn;
-            for _ in 0..8 {
-                let r = wal.reserve(1000).await.expect("reserve");
-                last = wal.append(r, 99, vec![0; 1000]).expect("append");
-            }
-            wal.wait_durable(last).await.expect("durable");
+            let last = crate::journal::testwal::fill_past_first_segment(&wal).await;
             if relog {
                 let relogged = index.relog_below(&wal, last, now).await.expect("relog");
                 wal.wait_durable(relogged.expect("a key relogged"))

@@ -33,10 +33,10 @@ use super::idempotency::{now_ms, Claim, IdempotencyIndex, KeyGuard, MAX_KEY_BYTE
 use crate::cluster::idem_claims::{ClaimOutcome, ClusterKeys, Settle, Ticket};
 use crate::error::{Result, ServerError};
 use crate::journal::frames::{
-    encode_keyed, encode_records, RecordFormat, StreamOpen, KIND_KEYED_RECORDS, KIND_RECORDS,
-    KIND_STREAM_OPEN,
+    encode_keyed, encode_mqtt_records, encode_records, Qos2Pair, RecordFormat, StreamOpen,
+    KIND_KEYED_RECORDS, KIND_MQTT_RECORDS, KIND_RECORDS, KIND_STREAM_OPEN,
 };
-use crate::journal::StreamRegistry;
+use crate::journal::{Qos2Ledger, StreamRegistry};
 use crate::pod::Pod;
 use crate::sink::SharedSink;
 
@@ -181,21 +181,25 @@ pub async fn insert(
     for (i, record) in records.iter().enumerate() {
         append_record(pod, &mut builder, i, record)?;
     }
-    write_parsed(pod, rest, sink, builder, records, local).await
+    write_parsed(pod, rest, sink, builder, records, local, Vec::new()).await
 }
 
 /// Writes `records`, already parsed into `builder` (one row each, in order, by
 /// [`append_record`]), with no idempotency key; returns once they are durable. For callers
 /// that gather the records of many small requests into one write (the MQTT front door).
+/// `qos2`: the MQTT QoS 2 publishes among them (client id, packet id), logged in the same
+/// frame (kind 7) and marked received in the pod's ledger at the append; empty: a plain
+/// records frame (kind 2).
 pub async fn insert_parsed(
     pod: &Pod,
     rest: &RestIngest,
     sink: &SharedSink,
     builder: RecordBatchBuilder,
     records: &[&str],
+    qos2: Vec<Qos2Pair>,
 ) -> std::result::Result<Inserted, RestError> {
     refuse_if_shutting_down(pod)?;
-    write_parsed(pod, rest, sink, builder, records, None).await
+    write_parsed(pod, rest, sink, builder, records, None, qos2).await
 }
 
 /// Checks record `i`'s size and parses it into `builder`; on error the builder is as before.
@@ -237,6 +241,7 @@ async fn write_parsed(
     mut builder: RecordBatchBuilder,
     records: &[&str],
     local: Option<(&str, KeyGuard)>,
+    qos2: Vec<Qos2Pair>,
 ) -> std::result::Result<Inserted, RestError> {
     let stream_key = rest.stream(pod, sink).await?;
     let cluster = match (&local, &pod.idem_claims) {
@@ -282,7 +287,8 @@ async fn write_parsed(
             encode_keyed(key, g.at_ms(), &frame),
             Some(g),
         ),
-        None => (KIND_RECORDS, frame, None),
+        None if qos2.is_empty() => (KIND_RECORDS, frame, None),
+        None => (KIND_MQTT_RECORDS, encode_mqtt_records(&qos2, &frame), None),
     };
     let bytes: usize = records.iter().map(|r| r.len()).sum();
     let write = Write {
@@ -299,6 +305,8 @@ async fn write_parsed(
             .saturating_mul(MEMTABLE_LIMIT_FLUSHES),
         local,
         cluster,
+        qos2,
+        ledger: pod.qos2.clone(),
         pause: rest.pause_after_durable,
     };
     if write.local.is_some() {
@@ -368,6 +376,9 @@ struct Write {
     room: usize,
     local: Option<KeyGuard>,
     cluster: Option<(Arc<ClusterKeys>, Ticket)>,
+    /// MQTT QoS 2 pairs in the frame (kind 7), marked received at the append.
+    qos2: Vec<Qos2Pair>,
+    ledger: Arc<Qos2Ledger>,
     pause: Option<Duration>,
 }
 
@@ -391,6 +402,10 @@ impl Write {
                 return Err(e);
             }
         };
+        if !self.qos2.is_empty() {
+            // At the append, before the frame can be durable: a purge never misses a pair.
+            self.ledger.received(&self.qos2, lsn);
+        }
         self.streams.records_logged(self.stream_key, lsn);
         self.wal.wait_durable(lsn).await?;
         if let Some(guard) = self.local {
