@@ -61,6 +61,50 @@ impl Samples {
     }
 }
 
+/// A stretch of time in which latency samples stayed over a threshold: what sets a tail
+/// when many requests wait on one stall of the server.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Episode {
+    /// Send time of its first sample over the threshold, s from the run's start.
+    pub from_s: f64,
+    /// Send time of its last one.
+    pub to_s: f64,
+    /// Samples over the threshold in it.
+    pub samples: usize,
+    /// Its largest sample, ms.
+    pub max_ms: f64,
+}
+
+/// Groups the samples of `timeline` (send time s, latency ms) over `threshold_ms` into
+/// episodes: a sample sent within `gap_s` of the episode's last one joins it. Largest first
+/// (by samples).
+pub fn episodes(timeline: &[(f64, f64)], threshold_ms: f64, gap_s: f64) -> Vec<Episode> {
+    let mut over: Vec<(f64, f64)> = timeline
+        .iter()
+        .copied()
+        .filter(|&(_, ms)| ms > threshold_ms)
+        .collect();
+    over.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut out: Vec<Episode> = Vec::new();
+    for (at, ms) in over {
+        match out.last_mut() {
+            Some(e) if at - e.to_s < gap_s => {
+                e.to_s = at;
+                e.samples += 1;
+                e.max_ms = e.max_ms.max(ms);
+            }
+            _ => out.push(Episode {
+                from_s: at,
+                to_s: at,
+                samples: 1,
+                max_ms: ms,
+            }),
+        }
+    }
+    out.sort_by(|a, b| b.samples.cmp(&a.samples));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,5 +119,37 @@ mod tests {
         assert_eq!(s.quantile(0.99), 5.0);
         assert_eq!(s.quantile(0.0), 1.0);
         assert!(Samples::new().median().is_nan());
+    }
+
+    #[test]
+    fn episodes_group_samples_over_the_threshold_by_send_time() {
+        let timeline = [
+            (0.10, 5.0),
+            (1.00, 30.0),
+            (1.02, 40.0),
+            (1.06, 25.0),
+            (1.20, 2.0),
+            (3.00, 50.0),
+            (1.04, 35.0),
+        ];
+        let found = episodes(&timeline, 20.0, 0.05);
+        assert_eq!(
+            found,
+            vec![
+                Episode {
+                    from_s: 1.00,
+                    to_s: 1.06,
+                    samples: 4,
+                    max_ms: 40.0
+                },
+                Episode {
+                    from_s: 3.00,
+                    to_s: 3.00,
+                    samples: 1,
+                    max_ms: 50.0
+                },
+            ]
+        );
+        assert!(episodes(&timeline, 60.0, 0.05).is_empty());
     }
 }

@@ -13,7 +13,8 @@
 //! settles its key in etcd, and adds etcd's CPU beside the pod's. `--mqtt-connections N`
 //! adds MQTT rows (the pod with `--mqtt-listen`): N MQTT 5 connections publishing one record
 //! per QoS 1 PUBLISH, closed loop, then open loop at half of that rate, with PUBACK p50/p99
-//! (`mqtt_load`). Server CPU per GB counts ~TARGET_RECORD_BYTES per record.
+//! (`mqtt_load`), and where the open loop's PUBACKs over p99 were sent (a few stalls or spread
+//! out). Server CPU per GB counts ~TARGET_RECORD_BYTES per record.
 //!
 //! Run: `cargo build --release -p sluice-server && cargo run --release -p sluice-bench
 //! --features e2e --bin rest-bench -- --seconds 10`.
@@ -212,7 +213,8 @@ async fn rest_row(
     })
 }
 
-async fn mqtt_row(opts: &Options, rate: Option<f64>) -> Result<Row> {
+/// An MQTT row and its (send time s, PUBACK latency ms) timeline.
+async fn mqtt_row(opts: &Options, rate: Option<f64>) -> Result<(Row, Vec<(f64, f64)>)> {
     let port = sluice_bench::e2e::free_port()?;
     let name = if rate.is_some() { "mqtthalf" } else { "mqtt" };
     let listen = vec!["--mqtt-listen".to_string(), format!("127.0.0.1:{port}")];
@@ -243,7 +245,7 @@ async fn mqtt_row(opts: &Options, rate: Option<f64>) -> Result<Row> {
         ),
         None => format!("MQTT QoS 1, {} connections", opts.mqtt_connections),
     };
-    Ok(Row {
+    let row = Row {
         path,
         per_request: "1 per PUBLISH".into(),
         requests: Some(out.records),
@@ -252,7 +254,31 @@ async fn mqtt_row(opts: &Options, rate: Option<f64>) -> Result<Row> {
         latency_ms: Some(out.latency_ms),
         cpu_s,
         etcd_cpu_s: None,
-    })
+    };
+    Ok((row, out.timeline))
+}
+
+/// Prints where the samples over `p99_ms` were sent: in a few stalls (each holding every
+/// connection's publish in flight) or spread out.
+fn print_stalls(timeline: &[(f64, f64)], p99_ms: f64) {
+    let found = sluice_bench::stats::episodes(timeline, p99_ms, 0.05);
+    let over: usize = found.iter().map(|e| e.samples).sum();
+    let largest: Vec<String> = found
+        .iter()
+        .take(4)
+        .map(|e| {
+            format!(
+                "{:.2}-{:.2} s: {} samples, max {:.1} ms",
+                e.from_s, e.to_s, e.samples, e.max_ms
+            )
+        })
+        .collect();
+    println!(
+        "MQTT: the {over} PUBACKs over p99 were sent in {} stretches (sends < 50 ms apart); \
+         the largest: {}",
+        found.len(),
+        largest.join("; ")
+    );
 }
 
 async fn grpc_row(opts: &Options, json: bool) -> Result<Row> {
@@ -374,10 +400,11 @@ async fn main() -> Result<()> {
         rows.push(rest_row(&opts, 100, Some(rate / 2.0), Keys::Unkeyed).await?);
     }
     if opts.mqtt_connections > 0 {
-        let saturated = mqtt_row(&opts, None).await?;
+        let (saturated, _) = mqtt_row(&opts, None).await?;
         let rate = saturated.records as f64 / saturated.seconds;
         rows.push(saturated);
-        rows.push(mqtt_row(&opts, Some(rate / 2.0)).await?);
+        let (half, timeline) = mqtt_row(&opts, Some(rate / 2.0)).await?;
+        rows.push(half);
         if let Some(half) = rows.last_mut() {
             let p99 = half
                 .latency_ms
@@ -391,6 +418,7 @@ async fn main() -> Result<()> {
                     "NOT reached"
                 }
             );
+            print_stalls(&timeline, p99);
         }
     }
     if opts.no_grpc {

@@ -24,6 +24,8 @@ pub struct Outcome {
     pub records: u64,
     /// PUBACK latencies, ms.
     pub latency_ms: Samples,
+    /// Each latency with its publish's send time (s from the start, ms).
+    pub timeline: Vec<(f64, f64)>,
 }
 
 /// The load's shape.
@@ -74,6 +76,7 @@ pub async fn run(shape: Shape, padding: Arc<String>) -> Result<Outcome> {
                 other => bail!("connection {c}: no CONNACK success: {other:?}"),
             }
             let mut latency = Samples::new();
+            let mut timeline = Vec::new();
             let mut records = 0u64;
             let mut next =
                 start + interval.map_or(Duration::ZERO, |i| i * c as u32 / connections as u32);
@@ -103,7 +106,12 @@ pub async fn run(shape: Shape, padding: Arc<String>) -> Result<Outcome> {
                     other => bail!("connection {c}: not a PUBACK success: {other:?}"),
                 }
                 if Instant::now() <= deadline {
-                    latency.push_ms(sent.elapsed());
+                    let waited = sent.elapsed();
+                    timeline.push((
+                        sent.duration_since(start).as_secs_f64(),
+                        waited.as_secs_f64() * 1000.0,
+                    ));
+                    latency.push_ms(waited);
                     records += 1;
                 }
             }
@@ -112,17 +120,19 @@ pub async fn run(shape: Shape, padding: Arc<String>) -> Result<Outcome> {
                     rmqtt_codec::v5::DisconnectReasonCode::NormalDisconnection,
                 )))
                 .await;
-            anyhow::Ok((records, latency))
+            anyhow::Ok((records, latency, timeline))
         }));
     }
     let mut out = Outcome {
         records: 0,
         latency_ms: Samples::new(),
+        timeline: Vec::new(),
     };
     for t in tasks {
-        let (records, latency) = t.await??;
+        let (records, latency, timeline) = t.await??;
         out.records += records;
         out.latency_ms.extend(&latency);
+        out.timeline.extend(timeline);
     }
     Ok(out)
 }
