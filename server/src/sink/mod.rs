@@ -12,6 +12,7 @@ mod commit;
 mod delta_schema;
 pub(crate) mod file_layout;
 pub mod fit;
+mod offload;
 pub mod open_frames;
 pub mod rescued_data;
 pub mod stream_txns;

@@ -435,14 +435,20 @@ impl TableSink {
         let rows: usize = batches.iter().map(|(b, _)| b.num_rows()).sum();
         let written = async {
             self.wal.wait_durable(last_lsn).await?;
-            let renames = super::fit::renames(delta.snapshot()?.metadata().configuration());
-            let batch = concat(
-                &batches,
-                &super::commit::layout_writer(&delta)?.arrow_schema(),
-                &renames,
-            )?;
-            let schema_id = crate::commit::schema_id(&delta)?;
-            Ok::<_, ServerError>((write_files(&delta, batch.clone()).await?, batch, schema_id))
+            // Fitting, concatenating and encoding take tens of ms of CPU: not on a worker.
+            let (table, memtable) = (delta.clone(), batches.clone());
+            super::offload::off_the_workers(async move {
+                let renames = super::fit::renames(table.snapshot()?.metadata().configuration());
+                let batch = concat(
+                    &memtable,
+                    &super::commit::layout_writer(&table)?.arrow_schema(),
+                    &renames,
+                )?;
+                drop(memtable);
+                let schema_id = crate::commit::schema_id(&table)?;
+                Ok((write_files(&table, batch.clone()).await?, batch, schema_id))
+            })
+            .await
         }
         .await;
         let (adds, batch, schema_id) = match written {
@@ -467,7 +473,7 @@ impl TableSink {
                 return Err(e);
             }
         };
-        drop(batches);
+        super::offload::drop_off_the_workers(batches);
         let handoff = HandOff {
             table: self.name.clone(),
             pod_id: self.pod_id.clone(),
