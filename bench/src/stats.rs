@@ -101,7 +101,7 @@ pub fn episodes(timeline: &[(f64, f64)], threshold_ms: f64, gap_s: f64) -> Vec<E
             }),
         }
     }
-    out.sort_by(|a, b| b.samples.cmp(&a.samples));
+    out.sort_by_key(|e| std::cmp::Reverse(e.samples));
     out
 }
 
