@@ -107,7 +107,7 @@ struct State {
 impl State {
     /// Whether the connection is read now (else TCP pushes back).
     fn readable(&self) -> bool {
-        let held = self.pending.len() + self.session.awaiting_release();
+        let held = self.pending.len() + self.session.awaiting_release(&self.writing_qos2);
         match self.version {
             Version::V3 => held < usize::from(RECEIVE_MAXIMUM),
             Version::V5 => held < 2 * usize::from(RECEIVE_MAXIMUM),
@@ -116,7 +116,7 @@ impl State {
 
     /// QoS 1/2 publishes not yet answered PUBACK / PUBCOMP.
     fn in_flight(&self) -> usize {
-        self.unanswered + self.session.awaiting_release()
+        self.unanswered + self.session.awaiting_release(&self.writing_qos2)
     }
 }
 
@@ -482,6 +482,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
                     metrics::counter!("sluice_mqtt_qos2_redeliveries_total").increment(1);
                     let session = st.session.clone();
                     st.unanswered += 1;
+                    st.writing_qos2.insert(id);
                     st.pending.push_back(Box::pin(async move {
                         let _ = rx.wait_for(|done| *done).await;
                         let result = if session.is_received(id) {

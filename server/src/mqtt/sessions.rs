@@ -37,7 +37,7 @@
 //!   at the cap) are released in the WAL before the CONNACK. A device reconnecting with
 //!   clean start 0 finds its session (session present 1).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -352,11 +352,14 @@ impl Session {
         }
     }
 
-    /// QoS 2 ids written and awaiting PUBREL.
-    pub fn awaiting_release(&self) -> usize {
+    /// QoS 2 ids written and awaiting PUBREL, but for those in `answering`: ids a
+    /// connection has not answered PUBREC yet, which it counts among its unanswered
+    /// publishes (an id is Received from its write's end until the connection answers it,
+    /// and counted twice it would make a client within its receive maximum look over it).
+    pub fn awaiting_release(&self, answering: &HashSet<u16>) -> usize {
         lock(&self.qos2)
-            .values()
-            .filter(|q| matches!(q, Qos2::Received))
+            .iter()
+            .filter(|(id, q)| matches!(q, Qos2::Received) && !answering.contains(id))
             .count()
     }
 }
@@ -451,5 +454,20 @@ mod tests {
             sessions.detach("dev", clean.connection),
             "expiry 0: dropped, reported"
         );
+    }
+
+    #[test]
+    fn an_id_written_but_not_yet_answered_is_not_counted_as_awaiting_release() {
+        let session = Session::default();
+        for id in [1, 2] {
+            let Begin::New(done) = session.begin(id) else {
+                panic!("id {id} is new");
+            };
+            session.finish(id, true, done);
+        }
+        assert_eq!(session.awaiting_release(&HashSet::new()), 2);
+        assert_eq!(session.awaiting_release(&HashSet::from([2])), 1);
+        assert!(session.release(1));
+        assert_eq!(session.awaiting_release(&HashSet::from([2])), 0);
     }
 }
