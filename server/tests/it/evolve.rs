@@ -383,26 +383,12 @@ async fn given_a_pod_killed_between_the_delta_commit_and_the_catalog_update_then
         .to_string();
     let stream = server.json_stream(TABLE).await;
     json_rows(&stream, 0..3, false).await;
-    let url = server.url.clone();
-    let alter = tokio::task::spawn_blocking(move || {
-        crate::harness::cli_at(&url, &["table", "alter", TABLE, "--add-columns", ADD])
-    });
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while !server.log().contains("pausing between the Delta commit") {
-        assert!(std::time::Instant::now() < deadline, "{}", server.log());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    server.kill();
-    let _ = alter.await;
-    drop(stream);
-    server.env.clear();
-    server.restart().await;
-    assert!(
-        server.log().contains("completed in the catalog"),
-        "{}",
-        server.log()
-    );
-    let info = server.table_info(TABLE).await;
+    let info = alter_killed_before_the_catalog(
+        &mut server,
+        stream,
+        &["table", "alter", TABLE, "--add-columns", ADD],
+    )
+    .await;
     let names: Vec<String> = uc_columns(&info).into_iter().map(|c| c.name).collect();
     assert_eq!(
         names,
@@ -419,6 +405,43 @@ async fn given_a_pod_killed_between_the_delta_commit_and_the_catalog_update_then
     assert_eq!(ids, [0, 1, 2, 100, 101]);
     assert_eq!(rows[0]["humidity"], Value::Null);
     assert_eq!(rows[3]["humidity"], json!(50.0));
+}
+
+/// Runs the CLI `args` (an alter of the table named in them) against `server`, started with
+/// `SLUICE_TEST_ALTER_PAUSE_AFTER_COMMIT`; SIGKILLs the pod while the alter pauses between
+/// its Delta commit and the catalog update, drops `stream` (open across the kill), restarts
+/// the pod without the pause and checks the restart completed the alter in the catalog.
+/// Returns the table's info after the restart.
+async fn alter_killed_before_the_catalog(
+    server: &mut Server,
+    stream: ZerobusStream,
+    args: &[&str],
+) -> Value {
+    let table = args.get(2).expect("the table's name").to_string();
+    let (url, args): (String, Vec<String>) = (
+        server.url.clone(),
+        args.iter().map(|a| a.to_string()).collect(),
+    );
+    let alter = tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        crate::harness::cli_at(&url, &args)
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !server.log().contains("pausing between the Delta commit") {
+        assert!(std::time::Instant::now() < deadline, "{}", server.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    server.kill();
+    let _ = alter.await;
+    drop(stream);
+    server.env.clear();
+    server.restart().await;
+    assert!(
+        server.log().contains("completed in the catalog"),
+        "{}",
+        server.log()
+    );
+    server.table_info(&table).await
 }
 
 /// Opts `table` into auto-evolve through the CLI.
@@ -1015,38 +1038,21 @@ async fn given_a_pod_killed_between_a_rewrite_commit_and_the_catalog_update_then
     )
     .await;
     wait_for_rows(&location, 3, Duration::from_secs(30)).await;
-    let url = server.url.clone();
-    let alter = tokio::task::spawn_blocking(move || {
-        crate::harness::cli_at(
-            &url,
-            &[
-                "table",
-                "alter",
-                REWRITTEN,
-                "--drop-columns",
-                "note",
-                "--rename-column",
-                "device TO sensor",
-                "--rewrite",
-            ],
-        )
-    });
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while !server.log().contains("pausing between the Delta commit") {
-        assert!(std::time::Instant::now() < deadline, "{}", server.log());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    server.kill();
-    let _ = alter.await;
-    drop(stream);
-    server.env.clear();
-    server.restart().await;
-    assert!(
-        server.log().contains("completed in the catalog"),
-        "{}",
-        server.log()
-    );
-    let info = server.table_info(REWRITTEN).await;
+    let info = alter_killed_before_the_catalog(
+        &mut server,
+        stream,
+        &[
+            "table",
+            "alter",
+            REWRITTEN,
+            "--drop-columns",
+            "note",
+            "--rename-column",
+            "device TO sensor",
+            "--rewrite",
+        ],
+    )
+    .await;
     let names: Vec<String> = uc_columns(&info).into_iter().map(|c| c.name).collect();
     assert_eq!(names, ["id", "sensor"], "{info}");
     let mut stream = server.json_stream(REWRITTEN).await;

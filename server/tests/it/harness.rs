@@ -466,6 +466,32 @@ pub async fn read_delta(location: &str) -> Vec<RecordBatch> {
     batches
 }
 
+/// The live Parquet files of the Delta table at `location` (a local folder): each file's
+/// path in the table and the Arrow schema it was written with.
+pub async fn live_file_schemas(location: &str) -> Vec<(String, arrow_schema::SchemaRef)> {
+    let url = url::Url::parse(location).expect("url");
+    let dir = url.to_file_path().expect("a local table");
+    let table = deltalake::open_table(url).await.expect("open delta table");
+    let files: Vec<String> = table
+        .snapshot()
+        .expect("snapshot")
+        .log_data()
+        .iter()
+        .map(|f| f.path().to_string())
+        .collect();
+    files
+        .into_iter()
+        .map(|file| {
+            let bytes = bytes::Bytes::from(std::fs::read(dir.join(&file)).expect("read file"));
+            let reader =
+                parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
+                    .expect("parquet");
+            let schema = reader.schema().clone();
+            (file, schema)
+        })
+        .collect()
+}
+
 /// Number of rows in the Delta table at `location`.
 pub async fn delta_row_count(location: &str) -> usize {
     read_delta(location)
