@@ -436,6 +436,9 @@ impl TableSink {
         let written = async {
             self.wal.wait_durable(last_lsn).await?;
             // Fitting, concatenating and encoding take tens of ms of CPU: not on a worker.
+            // The worker keeps its own handles on the batches (Arc clones), so a failure —
+            // even a panic of the encoding thread — can put every row back; their last
+            // handles are then freed off the workers too (`drop_off_the_workers` below).
             let (table, memtable) = (delta.clone(), batches.clone());
             super::offload::off_the_workers(async move {
                 let renames = super::fit::renames(table.snapshot()?.metadata().configuration());
