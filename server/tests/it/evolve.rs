@@ -369,18 +369,7 @@ async fn given_a_table_when_an_alter_cannot_be_done_then_it_is_refused_with_its_
 async fn given_a_pod_killed_between_the_delta_commit_and_the_catalog_update_then_it_restarts_with_the_delta_schema(
 ) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut server = Server::start_with_env(
-        dir.path(),
-        "300ms",
-        &[],
-        &[("SLUICE_TEST_ALTER_PAUSE_AFTER_COMMIT", "60s")],
-    )
-    .await;
-    server.create_table(TABLE, COLUMNS);
-    let location = server.table_info(TABLE).await["storage_location"]
-        .as_str()
-        .expect("location")
-        .to_string();
+    let (mut server, location) = pod_pausing_alters(dir.path(), TABLE, COLUMNS).await;
     let stream = server.json_stream(TABLE).await;
     json_rows(&stream, 0..3, false).await;
     let info = alter_killed_before_the_catalog(
@@ -405,6 +394,25 @@ async fn given_a_pod_killed_between_the_delta_commit_and_the_catalog_update_then
     assert_eq!(ids, [0, 1, 2, 100, 101]);
     assert_eq!(rows[0]["humidity"], Value::Null);
     assert_eq!(rows[3]["humidity"], json!(50.0));
+}
+
+/// A pod whose alters pause 60 s between their Delta commit and the catalog update
+/// (`SLUICE_TEST_ALTER_PAUSE_AFTER_COMMIT`), with `table` of `columns` created; returns it
+/// and the table's location.
+async fn pod_pausing_alters(dir: &std::path::Path, table: &str, columns: &str) -> (Server, String) {
+    let server = Server::start_with_env(
+        dir,
+        "300ms",
+        &[],
+        &[("SLUICE_TEST_ALTER_PAUSE_AFTER_COMMIT", "60s")],
+    )
+    .await;
+    server.create_table(table, columns);
+    let location = server.table_info(table).await["storage_location"]
+        .as_str()
+        .expect("location")
+        .to_string();
+    (server, location)
 }
 
 /// Runs the CLI `args` (an alter of the table named in them) against `server`, started with
@@ -442,6 +450,22 @@ async fn alter_killed_before_the_catalog(
         server.log()
     );
     server.table_info(&table).await
+}
+
+/// The (id, sensor) of every row of the table at `location` as polars reads it (NULL
+/// for a missing sensor), and the rows themselves.
+fn ids_and_sensors(location: &str) -> (Vec<(i64, String)>, Vec<Value>) {
+    let (rows, _) = polars_rows(location);
+    let pairs = rows
+        .iter()
+        .map(|r| {
+            (
+                r["id"].as_i64().expect("id"),
+                r["sensor"].as_str().unwrap_or("NULL").to_string(),
+            )
+        })
+        .collect();
+    (pairs, rows)
 }
 
 /// Opts `table` into auto-evolve through the CLI.
@@ -994,16 +1018,7 @@ async fn given_acked_rows_not_yet_committed_when_the_pod_is_killed_after_a_drop_
     drop((json, proto));
     server.restart().await;
     server.terminate();
-    let (rows, _) = polars_rows(&location);
-    let got: Vec<(i64, String)> = rows
-        .iter()
-        .map(|r| {
-            (
-                r["id"].as_i64().expect("id"),
-                r["sensor"].as_str().unwrap_or("NULL").to_string(),
-            )
-        })
-        .collect();
+    let (got, rows) = ids_and_sensors(&location);
     let want: Vec<(i64, String)> = (0..3)
         .map(|id| (id, "j".to_string()))
         .chain((10..13).map(|id| (id, "p".to_string())))
@@ -1016,18 +1031,12 @@ async fn given_acked_rows_not_yet_committed_when_the_pod_is_killed_after_a_drop_
 async fn given_a_pod_killed_between_a_rewrite_commit_and_the_catalog_update_then_it_restarts_with_the_rewritten_schema(
 ) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut server = Server::start_with_env(
+    let (mut server, location) = pod_pausing_alters(
         dir.path(),
-        "300ms",
-        &[],
-        &[("SLUICE_TEST_ALTER_PAUSE_AFTER_COMMIT", "60s")],
+        REWRITTEN,
+        "id BIGINT NOT NULL, device STRING, note STRING",
     )
     .await;
-    server.create_table(REWRITTEN, "id BIGINT NOT NULL, device STRING, note STRING");
-    let location = server.table_info(REWRITTEN).await["storage_location"]
-        .as_str()
-        .expect("location")
-        .to_string();
     let stream = server.json_stream(REWRITTEN).await;
     send_all(
         &stream,
@@ -1064,16 +1073,7 @@ async fn given_a_pod_killed_between_a_rewrite_commit_and_the_catalog_update_then
     .await;
     stream.close().await.expect("close");
     server.terminate();
-    let (rows, _) = polars_rows(&location);
-    let got: Vec<(i64, String)> = rows
-        .iter()
-        .map(|r| {
-            (
-                r["id"].as_i64().expect("id"),
-                r["sensor"].as_str().unwrap_or("NULL").to_string(),
-            )
-        })
-        .collect();
+    let (got, _) = ids_and_sensors(&location);
     assert_eq!(
         got,
         [(0, "j"), (1, "j"), (2, "j"), (100, "new")]
