@@ -75,6 +75,18 @@ def rows_in_delta(location, expect, timeout=30):
         time.sleep(0.2)
 
 
+def disconnect_and_join(client, timeout=30):
+    """Send DISCONNECT and wait for paho's network thread to end. Not `loop_stop()`: after a
+    DISCONNECT the thread ends on its own and sets `client._thread` to None, and paho 2.2's
+    `loop_stop` reads that attribute twice, so it can fail with "'NoneType' object has no
+    attribute 'join'" (seen in CI). The thread object is taken before it can go away."""
+    thread = client._thread
+    client.disconnect()
+    if thread is not None:
+        thread.join(timeout)
+        assert not thread.is_alive(), "paho's network thread did not end after DISCONNECT"
+
+
 class Device:
     """A paho client that connects and publishes synchronously, keeping the reason codes."""
 
@@ -139,8 +151,7 @@ class Device:
         return self.wait_ack(self.publish_async(payload, qos, topic), timeout)
 
     def close(self):
-        self.client.disconnect()
-        self.client.loop_stop()
+        disconnect_and_join(self.client)
 
 
 @pytest.fixture

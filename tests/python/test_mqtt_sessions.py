@@ -25,8 +25,8 @@ from paho.mqtt.properties import Properties
 from paho.mqtt.packettypes import PacketTypes
 
 from conftest import CLIENT_ID, CLIENT_SECRET, metric
-from test_mqtt import (TABLE, MqttServer, create_table, mqtt_string, packet, read_all, read_packet,
-                       rows_in_delta, server)  # noqa: F401 (fixture)
+from test_mqtt import (TABLE, MqttServer, create_table, disconnect_and_join, mqtt_string, packet,
+                       read_all, read_packet, rows_in_delta, server)  # noqa: F401 (fixture)
 
 PUBREC, PUBCOMP, DISCONNECT = 0x50, 0x70, 0xE0
 
@@ -154,8 +154,7 @@ class PahoDevice:
         return self.session_present
 
     def close(self):
-        self.client.disconnect()
-        self.client.loop_stop()
+        disconnect_and_join(self.client)
 
 
 def wait_for_no_connections(server, timeout=30):
