@@ -738,7 +738,7 @@ async fn committer(opts: &Options) -> Result<()> {
     println!(
         "\n5. One committer per table: etcd + N pods + router, one table, {STREAMS} official-SDK \
          streams through the router at {PER_SEC} records/s each, --flush-interval 250ms, \
-         --commit-interval 1s (default)"
+         default --commit-interval (250 ms)"
     );
     print!("{}", out.render());
     Ok(())
@@ -880,7 +880,7 @@ async fn hot(opts: &Options) -> Result<()> {
     }
     println!(
         "\n6. Hot table: `sluice cluster up --pods N` (etcd, N pods, a router; default flush \
-         and --commit-interval 1s), one table, {} unpaced official-SDK streams through the \
+         and commit intervals, 1 s and 250 ms), one table, {} unpaced official-SDK streams through the \
          router; rows and freshness of the commits in the {} s window (rows/s counts committed \
          rows; MB/s at ~{} B per record; pod CPU summed over the pods from /proc)",
         opts.hot_streams,

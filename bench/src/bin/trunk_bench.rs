@@ -70,6 +70,9 @@ struct Options {
     /// After each closed-loop scenario, run it open loop at this fraction of its rate (0 = no).
     #[arg(long, default_value_t = 0.0)]
     open_loop: f64,
+    /// Extra `sluice serve` arguments, e.g. `--pod-arg=--commit-interval=1s`.
+    #[arg(long = "pod-arg", allow_hyphen_values = true)]
+    pod_args: Vec<String>,
 }
 
 /// What one scenario's records look like.
@@ -149,7 +152,7 @@ async fn run_scenario(opts: &Options, sc: Scenario) -> Result<ScenarioResult> {
     ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
-    let server = Server::start(&opts.sluice, &dir, &opts.flush_interval, &[])?;
+    let server = Server::start(&opts.sluice, &dir, &opts.flush_interval, &opts.pod_args)?;
     server.wait_ready().await?;
     let table = format!("bench.trunk.s{streams}");
     let location = server.create_table(&table, sc.shape.columns()).await?;
@@ -160,11 +163,17 @@ async fn run_scenario(opts: &Options, sc: Scenario) -> Result<ScenarioResult> {
         .map(|_| Arc::new(Timeline::new(start, TIMELINE_CAPACITY)))
         .collect();
     let stop_polling = Arc::new(AtomicBool::new(false));
-    let poller = tokio::spawn(poll_visibility(
-        location.clone(),
-        start,
-        stop_polling.clone(),
-    ));
+    // The poller reads each new Parquet file synchronously: on a thread and runtime of its
+    // own, so those reads never hold a worker the producers' tasks are queued on.
+    let poller = {
+        let (location, stop) = (location.clone(), stop_polling.clone());
+        std::thread::spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?
+                .block_on(poll_visibility(location, start, stop))
+        })
+    };
     let deadline = start + Duration::from_secs(opts.seconds);
     let encode = Arc::new(sc.shape.encoder());
     let (pod_cpu0, producer_cpu0) = (cpu_seconds(server.pid())?, cpu_seconds(std::process::id())?);
@@ -231,7 +240,9 @@ async fn run_scenario(opts: &Options, sc: Scenario) -> Result<ScenarioResult> {
     // Give the reader time to see the last commit (flush interval + commit).
     tokio::time::sleep(Duration::from_secs(3)).await;
     stop_polling.store(true, Ordering::Relaxed);
-    let seen = poller.await??;
+    let seen = poller
+        .join()
+        .map_err(|_| anyhow::anyhow!("the visibility poller panicked"))??;
     let pod_cpu = cpu_seconds(server.pid())? - pod_cpu0;
     let producer_cpu = cpu_seconds(std::process::id())? - producer_cpu0;
 

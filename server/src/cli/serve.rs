@@ -31,7 +31,9 @@ pub struct ServeArgs {
     warehouse: Option<String>,
     #[command(flatten)]
     s3: S3Settings,
-    /// Commit a table at most this long after its first uncommitted record (e.g. 250ms, 1s).
+    /// Make a table's rows visible in Delta about this long after the first uncommitted one
+    /// arrived (e.g. 250ms, 1s): its flush starts that long after it, less what recent
+    /// flushes took.
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     flush_interval: Duration,
     /// ... or once its memtable holds this many bytes.
@@ -39,7 +41,7 @@ pub struct ServeArgs {
     flush_bytes: usize,
     /// Each table's committer commits the files handed to it at most this often (a hand-off
     /// after a quiet interval is committed at once).
-    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "250ms", value_parser = humantime::parse_duration)]
     commit_interval: Duration,
     /// Hand-offs a table's committer holds pending before it answers new ones busy (the
     /// pods back off; their producers slow down through HTTP/2 flow control).
@@ -294,7 +296,7 @@ mod tests {
             "--data-dir=d",
             "--listen=127.0.0.1:7000",
             "--flush-bytes=2048",
-            "--commit-interval=250ms",
+            "--commit-interval=2s",
             "--upkeep-interval=5s",
             "--compact-min-files=3",
             "--tls-cert=c.pem",
@@ -307,7 +309,7 @@ mod tests {
         assert_eq!(c.data_dir, PathBuf::from("d"));
         assert_eq!(c.listen.port(), 7000);
         assert_eq!(c.flush_bytes, 2048);
-        assert_eq!(c.commit_interval, Duration::from_millis(250));
+        assert_eq!(c.commit_interval, Duration::from_secs(2));
         assert_eq!(c.upkeep.interval, Duration::from_secs(5));
         assert_eq!(c.upkeep.compact_min_files, 3);
         assert_eq!(
@@ -333,5 +335,6 @@ mod tests {
         assert!(c.cluster.is_none());
         assert!(c.tls.is_none());
         assert_eq!(c.data_dir, PathBuf::from(DEFAULT_DATA_DIR));
+        assert_eq!(c.commit_interval, Duration::from_millis(250));
     }
 }

@@ -41,7 +41,7 @@ const COMMIT_ATTEMPTS: usize = 100;
 /// How a committer batches and bounds hand-offs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CommitterConfig {
-    /// At most one commit per interval (`--commit-interval`). Default: 1 s.
+    /// At most one commit per interval (`--commit-interval`). Default: 250 ms.
     pub interval: Duration,
     /// Hand-offs pending (queued or being committed) before new ones are
     /// refused as busy. Default: 1024.
@@ -54,7 +54,7 @@ pub struct CommitterConfig {
 impl Default for CommitterConfig {
     fn default() -> Self {
         CommitterConfig {
-            interval: Duration::from_secs(1),
+            interval: Duration::from_millis(250),
             max_pending: 1024,
             max_pending_bytes: 4 << 30,
         }

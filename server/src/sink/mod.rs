@@ -12,6 +12,7 @@ mod commit;
 mod delta_schema;
 pub(crate) mod file_layout;
 pub mod fit;
+mod flush_lead;
 mod offload;
 pub mod open_frames;
 pub mod rescued_data;
@@ -150,7 +151,11 @@ impl Sinks {
                     }
                 }
                 Some((first, full)) => {
-                    let deadline = tokio::time::Instant::from_std(first + self.flush_interval);
+                    // Early by what recent flushes took, so the oldest row is visible about
+                    // one flush interval after its append (`flush_lead`).
+                    let lead = sink.flush_lead(self.flush_interval);
+                    let deadline =
+                        tokio::time::Instant::from_std(first + (self.flush_interval - lead));
                     if !full && tokio::time::Instant::now() < deadline {
                         tokio::select! {
                             _ = tokio::time::sleep_until(deadline) => {}

@@ -107,6 +107,8 @@ pub struct TableSink {
     /// Counts the schema changes this sink applied; open streams watch it
     /// (a stream writing a column that went away ends).
     schema_changes: tokio::sync::watch::Sender<u64>,
+    /// How long recent flushes took, to start the next one early enough.
+    lead: Mutex<super::flush_lead::FlushLead>,
 }
 
 /// How a sink flushes and hands off, beside its table and WAL.
@@ -169,6 +171,7 @@ impl TableSink {
             auto_evolve: AtomicBool::new(false),
             last_auto_evolve: Mutex::new(None),
             schema_changes: tokio::sync::watch::Sender::new(0),
+            lead: Mutex::new(Default::default()),
         }
     }
 
@@ -368,6 +371,14 @@ impl TableSink {
         Ok(())
     }
 
+    /// How long before its oldest row is `interval` old a flush starts (see `flush_lead`).
+    pub fn flush_lead(&self, interval: std::time::Duration) -> std::time::Duration {
+        self.lead
+            .lock()
+            .map(|l| l.lead(interval))
+            .unwrap_or_default()
+    }
+
     /// When the memtable must be flushed (None: empty), and whether it is
     /// already over the size threshold.
     pub fn due(&self) -> Result<Option<(Instant, bool)>> {
@@ -432,6 +443,7 @@ impl TableSink {
             self.lock()?.flushing = false;
             return Ok(outcome);
         }
+        let taken = Instant::now();
         let rows: usize = batches.iter().map(|(b, _)| b.num_rows()).sum();
         let written = async {
             self.wal.wait_durable(last_lsn).await?;
@@ -497,6 +509,9 @@ impl TableSink {
                 },
             )
             .await?;
+        if let Ok(mut lead) = self.lead.lock() {
+            lead.record(taken.elapsed());
+        }
         if let Some(first) = first_append {
             // Freshness: the oldest record of this flush, from its append (logged, about
             // to be acked) until its rows are visible in Delta.
