@@ -35,18 +35,13 @@ fn auth_cost() {
         })
         .expect("principal");
     catalog
-        .create_table(TableEntry {
-            full_name: "a.b.c".into(),
-            columns: "id BIGINT".into(),
-            storage_location: "file:///tmp/x".into(),
-            table_id: "t".into(),
-            created_at: 0,
-            system_columns: false,
-            rescued_data: false,
-            schema_version: 0,
-            pending_columns: None,
-            properties: Default::default(),
-        })
+        .create_table(TableEntry::new(
+            "a.b.c",
+            "id BIGINT",
+            "file:///tmp/x",
+            "t",
+            0,
+        ))
         .expect("table");
     catalog
         .grant(Grant {

@@ -61,12 +61,42 @@ pub struct TableEntry {
     /// out from the Delta log and completes or forgets it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_columns: Option<String>,
+    /// The pod whose alter is pending (None in catalogs written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_owner: Option<String>,
+    /// When that alter began, milliseconds since the epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_since_ms: Option<i64>,
     /// `sluice.*` properties set by `sluice table alter` (`sluice.autoEvolve`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub properties: BTreeMap<String, String>,
 }
 
 impl TableEntry {
+    /// A new table's entry: no added columns, no alter yet, no properties.
+    pub fn new(
+        full_name: impl Into<String>,
+        columns: impl Into<String>,
+        storage_location: impl Into<String>,
+        table_id: impl Into<String>,
+        created_at: i64,
+    ) -> TableEntry {
+        TableEntry {
+            full_name: full_name.into(),
+            columns: columns.into(),
+            storage_location: storage_location.into(),
+            table_id: table_id.into(),
+            created_at,
+            system_columns: false,
+            rescued_data: false,
+            schema_version: 0,
+            pending_columns: None,
+            pending_owner: None,
+            pending_since_ms: None,
+            properties: Default::default(),
+        }
+    }
+
     /// The columns the server adds after the table's own.
     pub fn added_columns(&self) -> crate::sink::AddedColumns {
         crate::sink::AddedColumns {
@@ -274,7 +304,13 @@ impl Catalog {
     /// Records an alter of `full_name` about to commit `columns` to Delta:
     /// refused when the table's columns are no longer `expected` or another
     /// alter is pending (a stale alter never overwrites a newer one).
-    pub fn begin_alter(&self, full_name: &str, expected: &str, columns: &str) -> Result<()> {
+    pub fn begin_alter(
+        &self,
+        full_name: &str,
+        expected: &str,
+        columns: &str,
+        owner: &str,
+    ) -> Result<()> {
         let key = full_name.to_ascii_lowercase();
         self.update(|s| {
             let entry = table_mut(s, &key)?;
@@ -286,20 +322,46 @@ impl Catalog {
                 )));
             }
             entry.pending_columns = Some(columns.to_string());
+            entry.pending_owner = Some(owner.to_string());
+            entry.pending_since_ms = Some(sluice_router::pod_record::now_ms());
             Ok(())
         })
     }
 
-    /// Completes the pending alter of `full_name`: its columns become the
-    /// table's, at Delta version `version`.
-    pub fn finish_alter(&self, full_name: &str, version: i64) -> Result<TableEntry> {
+    /// Completes the pending alter of `full_name` that set `columns` over `from` (the
+    /// columns it began with): they become the table's, at Delta version `version`.
+    /// Already completed (another pod's `evolve::settle` found its Delta commit) is done;
+    /// forgotten as abandoned while its commit was landing, it is completed all the same
+    /// when the table still has `from`. Anything else is refused: the catalog then holds a
+    /// change this alter did not make.
+    pub fn finish_alter(
+        &self,
+        full_name: &str,
+        from: &str,
+        columns: &str,
+        version: i64,
+    ) -> Result<TableEntry> {
         let key = full_name.to_ascii_lowercase();
         self.update(|s| {
             let entry = table_mut(s, &key)?;
-            if let Some(columns) = entry.pending_columns.take() {
-                entry.columns = columns;
+            let mine = entry.pending_columns.as_deref() == Some(columns);
+            let done = entry.pending_columns.is_none() && entry.columns == columns;
+            let forgotten = entry.pending_columns.is_none() && entry.columns == from;
+            if !(mine || done || forgotten) {
+                return Err(ServerError::FailedPrecondition(format!(
+                    "alter of {key}: committed to Delta at version {version}, but the catalog \
+                     changed meanwhile (columns `{}`, pending `{}`)",
+                    entry.columns,
+                    entry.pending_columns.as_deref().unwrap_or("none")
+                )));
+            }
+            if !done {
+                entry.columns = columns.to_string();
                 entry.schema_version = version;
             }
+            entry.pending_columns = None;
+            entry.pending_owner = None;
+            entry.pending_since_ms = None;
             Ok(entry.clone())
         })
     }
@@ -326,6 +388,8 @@ impl Catalog {
         self.update(|s| {
             let entry = table_mut(s, &key)?;
             entry.pending_columns = None;
+            entry.pending_owner = None;
+            entry.pending_since_ms = None;
             Ok(entry.clone())
         })
     }
@@ -488,3 +552,6 @@ fn load(store: &dyn CatalogStore) -> Result<Cached> {
 pub fn now_millis() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
+
+#[cfg(test)]
+mod alter_tests;

@@ -138,7 +138,8 @@ impl Pod {
         if let Some(sink) = self.sinks.get(table) {
             return Ok(Some(sink));
         }
-        let entry = crate::evolve::settle(&self.catalog, &self.warehouse, entry).await?;
+        let entry =
+            crate::evolve::settle(&self.catalog, &self.warehouse, entry, self.pod_id()).await?;
         let sink = Arc::new(open_sink(self.sink_env(), &entry).await?);
         self.sinks.insert(sink.clone())?;
         tracing::info!(table = %entry.full_name, "opened the sink of a table created elsewhere");

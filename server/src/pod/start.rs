@@ -96,7 +96,11 @@ impl Pod {
             _ => None,
         };
         for entry in catalog.tables()? {
-            let entry = crate::evolve::settle(&catalog, &warehouse, entry).await?;
+            let me = config
+                .cluster
+                .as_ref()
+                .map_or(super::SINGLE_NODE_POD_ID, |c| c.pod_id.as_str());
+            let entry = crate::evolve::settle(&catalog, &warehouse, entry, me).await?;
             let env = SinkEnv {
                 warehouse: &warehouse,
                 wal: &wal,

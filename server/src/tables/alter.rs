@@ -43,7 +43,14 @@ pub async fn alter_table_unchecked(pod: &Pod, full_name: &str, alter: Alter) -> 
         .catalog
         .table(full_name)?
         .ok_or_else(|| ServerError::NotFound(format!("table {full_name} does not exist")))?;
-    let entry = evolve::settle(&pod.catalog, &pod.warehouse, entry).await?;
+    let entry = evolve::settle(&pod.catalog, &pod.warehouse, entry, pod.pod_id()).await?;
+    if let Some(owner) = evolve::under_way_elsewhere(&entry, pod.pod_id()) {
+        return Err(ServerError::FailedPrecondition(format!(
+            "alter of {}: the table changed meanwhile (an alter by pod {owner} is under way); \
+             describe it again and retry",
+            entry.full_name
+        )));
+    }
     if let Some(expected) = alter.expected_schema_version {
         if expected != entry.schema_version {
             return Err(ServerError::FailedPrecondition(format!(
@@ -82,7 +89,7 @@ pub async fn alter_table_unchecked(pod: &Pod, full_name: &str, alter: Alter) -> 
     }
     let columns = plan.schema.to_sql();
     pod.catalog
-        .begin_alter(&entry.full_name, &entry.columns, &columns)?;
+        .begin_alter(&entry.full_name, &entry.columns, &columns, pod.pod_id())?;
     let committed = if plan.rewrite {
         evolve::rewrite::commit_rewrite(
             &mut table,
@@ -119,7 +126,9 @@ pub async fn alter_table_unchecked(pod: &Pod, full_name: &str, alter: Alter) -> 
             // The commit may have landed (an answer lost): the log decides.
             let now = pod.catalog.table(&entry.full_name)?;
             if let Some(now) = now {
-                if let Err(settle) = evolve::settle(&pod.catalog, &pod.warehouse, now).await {
+                if let Err(settle) =
+                    evolve::settle(&pod.catalog, &pod.warehouse, now, pod.pod_id()).await
+                {
                     tracing::error!(table = %entry.full_name, "settling a failed alter: {settle}");
                 }
             }
@@ -135,7 +144,9 @@ pub async fn alter_table_unchecked(pod: &Pod, full_name: &str, alter: Alter) -> 
     }
     let version = i64::try_from(version)
         .map_err(|_| ServerError::Internal(format!("version {version} out of range")))?;
-    let entry = pod.catalog.finish_alter(&entry.full_name, version)?;
+    let entry = pod
+        .catalog
+        .finish_alter(&entry.full_name, &entry.columns, &columns, version)?;
     if let Some(sink) = pod.sinks.get(&entry.full_name) {
         sink.evolve(entry.schema()?).await?;
         sink.set_auto_evolve(entry.auto_evolve());

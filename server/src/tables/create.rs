@@ -74,16 +74,15 @@ pub async fn create_table(pod: &Pod, caller: &Caller, new: NewTable) -> Result<T
             .await?;
     }
     let entry = pod.catalog.create_table(TableEntry {
-        full_name: full_name.clone(),
-        columns: schema.to_sql(),
-        storage_location: url.to_string(),
-        table_id: uuid::Uuid::new_v4().to_string(),
-        created_at: now_millis(),
         system_columns: added.system_columns,
         rescued_data: added.rescued_data,
-        schema_version: 0,
-        pending_columns: None,
-        properties: Default::default(),
+        ..TableEntry::new(
+            full_name.clone(),
+            schema.to_sql(),
+            url.to_string(),
+            uuid::Uuid::new_v4().to_string(),
+            now_millis(),
+        )
     })?;
     let sink = open_sink(pod.sink_env(), &entry).await?;
     pod.sinks.insert(Arc::new(sink))?;

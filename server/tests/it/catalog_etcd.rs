@@ -36,18 +36,13 @@ async fn two_pods_sharing_the_etcd_catalog_see_each_others_changes_and_lose_none
     let a = Arc::new(open(join.clone()).await.expect("pod a"));
     let b = Arc::new(open(join.clone()).await.expect("pod b"));
 
-    a.create_table(TableEntry {
-        full_name: "main.s.t".into(),
-        columns: "id BIGINT".into(),
-        storage_location: "file:///tmp/t".into(),
-        table_id: "1".into(),
-        created_at: 0,
-        system_columns: false,
-        rescued_data: false,
-        schema_version: 0,
-        pending_columns: None,
-        properties: Default::default(),
-    })
+    a.create_table(TableEntry::new(
+        "main.s.t",
+        "id BIGINT",
+        "file:///tmp/t",
+        "1",
+        0,
+    ))
     .expect("create");
     // B learns of the change through its watch (or at the latest on its next conditional write).
     let mut seen = false;

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use crate::cluster_harness::{wait_for_pods, Etcd, Router};
 use crate::elect_harness::{
-    log_commits, now_ms, signal, start_pod, start_pod_with, wait_for_committer, LogCommit,
+    log_commits, now_ms, signal, start_pod_with, wait_for_committer, LogCommit,
 };
 use crate::harness::{sdk_at, Server};
 use crate::ledger::{
@@ -38,7 +38,10 @@ async fn cluster(root: &Path, n: usize, table: &str) -> (Etcd, Vec<Server>, Stri
     let etcd = Etcd::start(&root.join("etcd")).await;
     let mut pods = Vec::new();
     for i in 0..n {
-        pods.push(start_pod(root, &format!("pod-{i}"), &etcd.join, &warehouse).await);
+        // The commit interval these tests count commits against (the default is 250 ms).
+        let extra = ["--commit-interval", "1s"];
+        let id = format!("pod-{i}");
+        pods.push(start_pod_with(root, &id, &etcd.join, &warehouse, "250ms", &extra).await);
     }
     wait_for_pods(
         &etcd.join,
@@ -53,6 +56,24 @@ async fn cluster(root: &Path, n: usize, table: &str) -> (Etcd, Vec<Server>, Stri
         .expect("storage_location")
         .to_string();
     (etcd, pods, location)
+}
+
+/// Restarts `pod` (one of a 3-pod cluster) so that its rewriting alters wait `pause` between
+/// their pending record (and rewritten files) and their first Delta commit attempt.
+async fn restart_pausing_rewrites(etcd: &Etcd, pod: &mut Server, pause: &str) {
+    pod.terminate();
+    pod.env.push((
+        "SLUICE_TEST_REWRITE_PAUSE_BEFORE_COMMIT".into(),
+        pause.into(),
+    ));
+    pod.restart().await;
+    wait_for_pods(
+        &etcd.join,
+        Duration::from_secs(20),
+        "pods registered",
+        |p| p.len() == 3,
+    )
+    .await;
 }
 
 /// Producers writing `table`: `per_pod` streams on each of `urls`.
@@ -456,19 +477,7 @@ async fn a_rewriting_alter_under_load_loses_no_acked_row_and_leaves_only_files_o
     let urls: Vec<String> = pods.iter().map(|p| p.url.clone()).collect();
     // Pod 1 pauses 2 s between writing the rewritten files and its first commit attempt,
     // so appends land first and the rewrite must take in the files they added.
-    pods[1].terminate();
-    pods[1].env.push((
-        "SLUICE_TEST_REWRITE_PAUSE_BEFORE_COMMIT".into(),
-        "2s".into(),
-    ));
-    pods[1].restart().await;
-    wait_for_pods(
-        &etcd.join,
-        Duration::from_secs(20),
-        "pods registered",
-        |p| p.len() == 3,
-    )
-    .await;
+    restart_pausing_rewrites(&etcd, &mut pods[1], "2s").await;
     let load = Load::start(&urls, 2, table).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     // Through pod 1, while all six streams (two per pod) send and every pod hands off.
@@ -771,6 +780,87 @@ async fn concurrent_rewriting_alters_through_two_pods_lose_no_change_and_leave_f
     let (rows, _) = crate::evolve::polars_rows(&location);
     let ids: Vec<i64> = rows.iter().map(|r| r["id"].as_i64().expect("id")).collect();
     assert_eq!(ids, [0, 1, 2, 3, 4], "{rows:?}");
+    drop(pods);
+    drop(etcd);
+}
+
+/// The table's Delta schema: (column, Delta type) in order.
+async fn delta_fields(location: &str) -> Vec<(String, String)> {
+    let mut delta = deltalake::open_table(url::Url::parse(location).expect("url"))
+        .await
+        .expect("open");
+    delta.update_incremental(None).await.expect("update");
+    let snapshot = delta.snapshot().expect("snapshot");
+    snapshot
+        .schema()
+        .fields()
+        .map(|f| (f.name().clone(), f.data_type().to_string()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alter_while_another_pods_alter_is_under_way_is_refused_and_the_first_lands_whole() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (etcd, mut pods, _) = cluster(dir.path(), 3, "main.elect.unused").await;
+    let table = "main.elect.held";
+    pods[0].create_table(table, "id BIGINT NOT NULL, a INT");
+    let location = pods[0].table_info(table).await["storage_location"]
+        .as_str()
+        .expect("storage_location")
+        .to_string();
+    // Pod 1's rewriting alter waits 3 s between its pending record and its Delta commit.
+    restart_pausing_rewrites(&etcd, &mut pods[1], "3s").await;
+    let url = pods[1].url.clone();
+    let held = tokio::task::spawn_blocking(move || {
+        let args = [
+            "table",
+            "alter",
+            table,
+            "--widen",
+            "a INT TO BIGINT",
+            "--rewrite",
+        ];
+        crate::harness::cli_at(&url, &args)
+    });
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Meanwhile, through pod 2: refused, and pod 1's alter is not forgotten.
+    let out = pods[2].cli(&["table", "alter", table, "--add-columns", "b DOUBLE"]);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        !out.status.success() && stderr.contains("is under way") && stderr.contains("meanwhile"),
+        "an alter while another pod's is pending: {stderr}\n{}",
+        logs(&pods)
+    );
+    let out = held.await.expect("join");
+    assert!(
+        out.status.success(),
+        "the held alter: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let want = [("id", "long"), ("a", "long")].map(|(n, t)| (n.to_string(), t.to_string()));
+    assert_eq!(delta_fields(&location).await, want);
+    // Afterwards the table takes the second alter, and every pod's catalog agrees with Delta.
+    let out = pods[2].cli(&["table", "alter", table, "--add-columns", "b DOUBLE"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let fields = delta_fields(&location).await;
+    assert_eq!(
+        fields.last(),
+        Some(&("b".to_string(), "double".to_string()))
+    );
+    for pod in &pods {
+        let info = pod.table_info(table).await;
+        let names: Vec<&str> = info["columns"]
+            .as_array()
+            .expect("columns")
+            .iter()
+            .map(|c| c["name"].as_str().expect("name"))
+            .collect();
+        assert_eq!(names, ["id", "a", "b"], "{info}");
+    }
     drop(pods);
     drop(etcd);
 }
