@@ -182,7 +182,7 @@ impl ServeConfig {
             s3: crate::warehouse::S3Settings::default(),
             flush_interval: Duration::from_secs(1),
             flush_bytes: 64 << 20,
-            commit_interval: Duration::from_millis(250),
+            commit_interval: crate::commit::CommitterConfig::default().interval,
             committer_max_pending: crate::commit::CommitterConfig::default().max_pending,
             idempotency_window: Duration::from_secs(24 * 3600),
             upkeep: crate::sink::upkeep::UpkeepConfig::default(),

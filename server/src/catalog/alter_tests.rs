@@ -28,10 +28,11 @@ fn a_pending_alter_records_its_pod_and_finishing_it_clears_the_record() {
     let pending = entry(&catalog);
     assert_eq!(pending.pending_owner.as_deref(), Some("pod-0"));
     assert!(pending.pending_since_ms.is_some());
-    // A second alter, from any pod, is refused while it is pending.
+    // A second alter, from any pod, is refused while it is pending, naming the first's pod.
     let refused = catalog.begin_alter(T, "id BIGINT", "id BIGINT, b INT", "pod-2");
     assert!(
-        matches!(&refused, Err(ServerError::FailedPrecondition(m)) if m.contains("meanwhile")),
+        matches!(&refused, Err(ServerError::FailedPrecondition(m))
+            if m.contains("meanwhile") && m.contains("an alter by pod pod-0 is under way")),
         "{refused:?}"
     );
     let done = catalog

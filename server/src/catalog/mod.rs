@@ -97,6 +97,13 @@ impl TableEntry {
         }
     }
 
+    /// Forgets the record of a pending alter (completed or abandoned).
+    fn clear_pending(&mut self) {
+        self.pending_columns = None;
+        self.pending_owner = None;
+        self.pending_since_ms = None;
+    }
+
     /// The columns the server adds after the table's own.
     pub fn added_columns(&self) -> crate::sink::AddedColumns {
         crate::sink::AddedColumns {
@@ -315,15 +322,20 @@ impl Catalog {
         self.update(|s| {
             let entry = table_mut(s, &key)?;
             if entry.columns != expected || entry.pending_columns.is_some() {
+                let under_way = match (&entry.pending_columns, &entry.pending_owner) {
+                    (Some(_), Some(pod)) => format!("; an alter by pod {pod} is under way"),
+                    (Some(_), None) => "; another alter is under way".to_string(),
+                    (None, _) => String::new(),
+                };
                 return Err(ServerError::FailedPrecondition(format!(
-                    "alter of {key}: the table changed meanwhile (schema version {}); \
+                    "alter of {key}: the table changed meanwhile (schema version {}{under_way}); \
                      describe it again and retry",
                     entry.schema_version
                 )));
             }
             entry.pending_columns = Some(columns.to_string());
             entry.pending_owner = Some(owner.to_string());
-            entry.pending_since_ms = Some(sluice_router::pod_record::now_ms());
+            entry.pending_since_ms = Some(now_millis());
             Ok(())
         })
     }
@@ -359,9 +371,7 @@ impl Catalog {
                 entry.columns = columns.to_string();
                 entry.schema_version = version;
             }
-            entry.pending_columns = None;
-            entry.pending_owner = None;
-            entry.pending_since_ms = None;
+            entry.clear_pending();
             Ok(entry.clone())
         })
     }
@@ -387,9 +397,7 @@ impl Catalog {
         let key = full_name.to_ascii_lowercase();
         self.update(|s| {
             let entry = table_mut(s, &key)?;
-            entry.pending_columns = None;
-            entry.pending_owner = None;
-            entry.pending_since_ms = None;
+            entry.clear_pending();
             Ok(entry.clone())
         })
     }

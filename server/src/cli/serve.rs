@@ -335,6 +335,11 @@ mod tests {
         assert!(c.cluster.is_none());
         assert!(c.tls.is_none());
         assert_eq!(c.data_dir, PathBuf::from(DEFAULT_DATA_DIR));
+        // The flag's default is the committer's.
         assert_eq!(c.commit_interval, Duration::from_millis(250));
+        assert_eq!(
+            c.committer(),
+            sluice_server::commit::CommitterConfig::default()
+        );
     }
 }

@@ -68,10 +68,10 @@ pub async fn settle(
 
 /// The owner of `entry`'s pending alter when it is another pod's and recent enough to be
 /// under way.
-pub fn under_way_elsewhere<'a>(entry: &'a TableEntry, me: &str) -> Option<&'a str> {
+pub(crate) fn under_way_elsewhere<'a>(entry: &'a TableEntry, me: &str) -> Option<&'a str> {
     let owner = entry.pending_owner.as_deref()?;
     let since = entry.pending_since_ms.unwrap_or(0);
-    let age = sluice_router::pod_record::now_ms().saturating_sub(since);
+    let age = crate::catalog::now_millis().saturating_sub(since);
     let recent = u128::try_from(age).unwrap_or(0) < ALTER_ABANDONED_AFTER.as_millis();
     (owner != me && recent).then_some(owner)
 }

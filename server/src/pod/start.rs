@@ -95,11 +95,11 @@ impl Pod {
             }
             _ => None,
         };
+        let me = config
+            .cluster
+            .as_ref()
+            .map_or(super::SINGLE_NODE_POD_ID, |c| c.pod_id.as_str());
         for entry in catalog.tables()? {
-            let me = config
-                .cluster
-                .as_ref()
-                .map_or(super::SINGLE_NODE_POD_ID, |c| c.pod_id.as_str());
             let entry = crate::evolve::settle(&catalog, &warehouse, entry, me).await?;
             let env = SinkEnv {
                 warehouse: &warehouse,

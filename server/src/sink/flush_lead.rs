@@ -6,7 +6,8 @@
 //! become visible an interval *plus* that time after their append — measured 1.9 s p99 at
 //! `--flush-interval 1s`. So the flush loop starts a flush that much earlier: when the oldest
 //! row is `interval - lead` old, where `lead` is the longest of the table's last few flushes
-//! (memtable taken → commit answered). A slow store makes flushes start earlier, never more
+//! of new rows that committed (memtable taken → commit answered; a failed flush and the
+//! resend of its hand-off are not counted). A slow store makes flushes start earlier, never more
 //! than half an interval (at most twice as many, smaller files).
 
 use std::time::Duration;

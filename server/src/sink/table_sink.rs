@@ -734,6 +734,43 @@ mod tests {
         }
     }
 
+    /// A flush of new rows that committed sets how early the next one starts (its
+    /// duration, at most half the interval); a failed one, or the resend of its hand-off,
+    /// does not.
+    #[tokio::test]
+    async fn a_committed_flush_sets_the_lead_a_failed_one_does_not() {
+        let Setup {
+            dir: _dir,
+            url,
+            sink,
+            schema,
+            ..
+        } = Setup::new().await;
+        let second = Duration::from_secs(1);
+        assert_eq!(sink.flush_lead(second), Duration::ZERO);
+        let location = url.to_file_path().expect("local table");
+        flush_with_the_log_blocked(&sink, &location).await;
+        assert_eq!(sink.flush_lead(second), Duration::ZERO, "a failed flush");
+        sink.flush().await.expect("sent again");
+        assert_eq!(sink.flush_lead(second), Duration::ZERO, "a resend");
+        let batch = RecordBatch::try_new(
+            schema.arrow_schema(),
+            vec![Arc::new(Int64Array::from(vec![4]))],
+        )
+        .expect("batch");
+        sink.append(KIND_RECORDS, vec![0; 16], Some(batch))
+            .await
+            .expect("append");
+        let started = std::time::Instant::now();
+        assert_eq!(sink.flush().await.expect("flush").rows, 1);
+        let lead = sink.flush_lead(Duration::from_secs(3600));
+        assert!(
+            lead > Duration::ZERO && lead <= started.elapsed(),
+            "{lead:?}"
+        );
+        assert!(sink.flush_lead(Duration::from_nanos(2)) <= Duration::from_nanos(1));
+    }
+
     /// A hand-off that fails is kept and sent again with the same files: no
     /// second Parquet file, one commit, the committed LSN only after it.
     #[tokio::test]

@@ -615,25 +615,13 @@ async fn concurrent_alters_through_two_pods_never_lose_a_change_and_leave_one_sc
     // answered 200 is in them.
     let mut seen = Vec::new();
     for pod in &pods {
-        let info = pod.table_info(table).await;
-        let names: Vec<String> = info["columns"]
-            .as_array()
-            .expect("columns")
-            .iter()
-            .map(|c| c["name"].as_str().expect("name").to_string())
-            .collect();
-        seen.push(names);
+        seen.push(column_names(&pod.table_info(table).await["columns"]));
     }
     assert!(seen.windows(2).all(|w| w[0] == w[1]), "{seen:?}");
-    let delta = deltalake::open_table(url::Url::parse(&location).expect("url"))
+    let delta_names: Vec<String> = delta_fields(&location)
         .await
-        .expect("open");
-    let delta_names: Vec<String> = delta
-        .snapshot()
-        .expect("snapshot")
-        .schema()
-        .fields()
-        .map(|f| f.name().clone())
+        .into_iter()
+        .map(|(name, _)| name)
         .collect();
     assert_eq!(
         delta_names, seen[0],
@@ -729,20 +717,10 @@ async fn concurrent_rewriting_alters_through_two_pods_lose_no_change_and_leave_f
         .await
         .expect("open");
     let snapshot = delta.snapshot().expect("snapshot");
-    let fields: Vec<(String, String)> = snapshot
-        .schema()
-        .fields()
-        .map(|f| (f.name().clone(), f.data_type().to_string()))
-        .collect();
-    let names: Vec<&str> = seen[0]
-        .as_array()
-        .expect("columns")
-        .iter()
-        .map(|c| c["name"].as_str().expect("name"))
-        .collect();
+    let fields = snapshot_fields(snapshot);
     assert_eq!(
-        fields.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
-        names,
+        fields.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>(),
+        column_names(&seen[0]),
         "the catalog and the Delta table agree"
     );
     // Every alter answered 200 is in the schema; one refused is not.
@@ -786,15 +764,28 @@ async fn concurrent_rewriting_alters_through_two_pods_lose_no_change_and_leave_f
 
 /// The table's Delta schema: (column, Delta type) in order.
 async fn delta_fields(location: &str) -> Vec<(String, String)> {
-    let mut delta = deltalake::open_table(url::Url::parse(location).expect("url"))
+    let delta = deltalake::open_table(url::Url::parse(location).expect("url"))
         .await
         .expect("open");
-    delta.update_incremental(None).await.expect("update");
-    let snapshot = delta.snapshot().expect("snapshot");
+    snapshot_fields(delta.snapshot().expect("snapshot"))
+}
+
+/// (column, Delta type) of a snapshot's schema, in order.
+fn snapshot_fields(snapshot: &deltalake::table::state::DeltaTableState) -> Vec<(String, String)> {
     snapshot
         .schema()
         .fields()
         .map(|f| (f.name().clone(), f.data_type().to_string()))
+        .collect()
+}
+
+/// The names of a tables-API answer's `columns`, in order.
+fn column_names(columns: &serde_json::Value) -> Vec<String> {
+    columns
+        .as_array()
+        .expect("columns")
+        .iter()
+        .map(|c| c["name"].as_str().expect("name").to_string())
         .collect()
 }
 
@@ -853,13 +844,7 @@ async fn an_alter_while_another_pods_alter_is_under_way_is_refused_and_the_first
     );
     for pod in &pods {
         let info = pod.table_info(table).await;
-        let names: Vec<&str> = info["columns"]
-            .as_array()
-            .expect("columns")
-            .iter()
-            .map(|c| c["name"].as_str().expect("name"))
-            .collect();
-        assert_eq!(names, ["id", "a", "b"], "{info}");
+        assert_eq!(column_names(&info["columns"]), ["id", "a", "b"], "{info}");
     }
     drop(pods);
     drop(etcd);

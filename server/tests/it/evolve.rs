@@ -661,6 +661,18 @@ async fn given_an_alter_cut_short_before_its_delta_commit_then_the_restarted_pod
 
 const REWRITTEN: &str = "main.evolve.rewritten";
 
+/// One rewriting alter that drops `note` and renames `device` to `sensor` of [`REWRITTEN`].
+const DROP_NOTE_RENAME_DEVICE: [&str; 8] = [
+    "table",
+    "alter",
+    REWRITTEN,
+    "--drop-columns",
+    "note",
+    "--rename-column",
+    "device TO sensor",
+    "--rewrite",
+];
+
 /// A protobuf stream without SDK recovery (its error carries the server's status).
 async fn unrecovered_proto_stream(
     server: &Server,
@@ -1001,19 +1013,7 @@ async fn given_acked_rows_not_yet_committed_when_the_pod_is_killed_after_a_drop_
     send_all(&proto, records, false).await;
     // Acked, in the WAL and the memtable only (flush interval 1 h), when the
     // table loses `note` and `device` becomes `sensor`.
-    cli_ok(
-        &server,
-        &[
-            "table",
-            "alter",
-            REWRITTEN,
-            "--drop-columns",
-            "note",
-            "--rename-column",
-            "device TO sensor",
-            "--rewrite",
-        ],
-    );
+    cli_ok(&server, &DROP_NOTE_RENAME_DEVICE);
     server.kill();
     drop((json, proto));
     server.restart().await;
@@ -1047,21 +1047,7 @@ async fn given_a_pod_killed_between_a_rewrite_commit_and_the_catalog_update_then
     )
     .await;
     wait_for_rows(&location, 3, Duration::from_secs(30)).await;
-    let info = alter_killed_before_the_catalog(
-        &mut server,
-        stream,
-        &[
-            "table",
-            "alter",
-            REWRITTEN,
-            "--drop-columns",
-            "note",
-            "--rename-column",
-            "device TO sensor",
-            "--rewrite",
-        ],
-    )
-    .await;
+    let info = alter_killed_before_the_catalog(&mut server, stream, &DROP_NOTE_RENAME_DEVICE).await;
     let names: Vec<String> = uc_columns(&info).into_iter().map(|c| c.name).collect();
     assert_eq!(names, ["id", "sensor"], "{info}");
     let mut stream = server.json_stream(REWRITTEN).await;
