@@ -16,6 +16,7 @@
 //! latency runs from the time a record was due, so waiting for in-flight room counts; its
 //! `enqueue p99 ms` column is the part of that spent before the SDK took the record (due →
 //! `ingest_record_offset` returned: the producer task late, or the SDK out of in-flight room).
+//! Every stream is open before the schedule, the window and the CPU counts start.
 //!
 //! Record shapes: `--record-bytes 200,1024,10240` (the telemetry record padded to that size)
 //! and `--wide-columns 100` (an id and 99 doubles; 0 = none).
@@ -174,23 +175,13 @@ async fn run_scenario(opts: &Options, sc: Scenario) -> Result<ScenarioResult> {
                 .block_on(poll_visibility(location, start, stop))
         })
     };
-    let deadline = start + Duration::from_secs(opts.seconds);
-    let encode = Arc::new(sc.shape.encoder());
-    let (pod_cpu0, producer_cpu0) = (cpu_seconds(server.pid())?, cpu_seconds(std::process::id())?);
-    let mut tasks = Vec::new();
-    for (s, timeline) in timelines.iter().enumerate() {
-        let sdk = sdk.clone();
-        let timeline = timeline.clone();
-        let table = table.clone();
-        let encode = encode.clone();
-        let max_inflight = opts.max_inflight;
-        let shape = sc.shape;
-        // Open loop: record i of stream s is due at start + phase + i / rate.
-        let period = sc.rate.map(|r| 1e9 / r);
-        let phase = period.map_or(0.0, |p| p * s as f64 / streams as f64);
-        tasks.push(tokio::spawn(async move {
-            let mut stream = sdk
-                .stream_builder()
+    // Every stream is open before the schedule starts: a record due while its stream was still
+    // opening would count the opening (OAuth, connect, CreateStream) as its latency.
+    let opening = timelines.iter().map(|timeline| {
+        let (sdk, table) = (sdk.clone(), table.clone());
+        let (timeline, max_inflight, shape) = (timeline.clone(), opts.max_inflight, sc.shape);
+        tokio::spawn(async move {
+            sdk.stream_builder()
                 .table(&table)
                 .oauth(
                     sluice_bench::e2e::CLIENT_ID,
@@ -198,14 +189,36 @@ async fn run_scenario(opts: &Options, sc: Scenario) -> Result<ScenarioResult> {
                 )
                 .compiled_proto(shape.descriptor())
                 .max_inflight_requests(max_inflight)
-                .ack_callback(Arc::new(AckTimes::new(timeline.clone())))
+                .ack_callback(Arc::new(AckTimes::new(timeline)))
                 .build()
-                .await?;
+                .await
+        })
+    });
+    let mut opened = Vec::with_capacity(streams);
+    for stream in futures::future::join_all(opening).await {
+        opened.push(stream??);
+    }
+    // The schedule, the window and the CPU counts start now, `base` ns after the timelines' start.
+    let base = start.elapsed().as_nanos() as u64;
+    let deadline = start + Duration::from_nanos(base) + Duration::from_secs(opts.seconds);
+    let encode = Arc::new(sc.shape.encoder());
+    let (pod_cpu0, producer_cpu0) = (cpu_seconds(server.pid())?, cpu_seconds(std::process::id())?);
+    let mut tasks = Vec::new();
+    for (s, (mut stream, timeline)) in opened
+        .into_iter()
+        .zip(timelines.iter().cloned())
+        .enumerate()
+    {
+        let encode = encode.clone();
+        // Open loop: record i of stream s is due at base + phase + i / rate.
+        let period = sc.rate.map(|r| 1e9 / r);
+        let phase = period.map_or(0.0, |p| p * s as f64 / streams as f64);
+        tasks.push(tokio::spawn(async move {
             let mut bytes = 0u64;
             let mut offset = 0usize;
             let mut enqueue_ms = Samples::new();
             while Instant::now() < deadline && offset < TIMELINE_CAPACITY {
-                let due = period.map(|p| (phase + p * offset as f64) as u64);
+                let due = period.map(|p| base + (phase + p * offset as f64) as u64);
                 if let Some(due) = due {
                     tokio::time::sleep_until((start + Duration::from_nanos(due)).into()).await;
                 }
@@ -246,7 +259,7 @@ async fn run_scenario(opts: &Options, sc: Scenario) -> Result<ScenarioResult> {
     let pod_cpu = cpu_seconds(server.pid())? - pod_cpu0;
     let producer_cpu = cpu_seconds(std::process::id())? - producer_cpu0;
 
-    let window_ns = opts.seconds * 1_000_000_000;
+    let window_ns = base + opts.seconds * 1_000_000_000;
     let mut records = 0u64;
     let mut ack_ms = Samples::new();
     let mut fresh_ms = Samples::new();
