@@ -36,24 +36,43 @@ fn data_commits(table_dir: &Path) -> Result<Vec<(i64, Adds)>> {
         if path.extension().is_none_or(|e| e != "json") {
             continue;
         }
-        let (mut time, mut adds) = (0i64, Vec::new());
-        for line in std::fs::read_to_string(&path)?.lines() {
-            let action: serde_json::Value = serde_json::from_str(line)?;
-            if let Some(add) = action.get("add") {
-                if add["dataChange"].as_bool().unwrap_or(true) {
-                    let file = add["path"].as_str().context("add without a path")?;
-                    adds.push((file.to_string(), add["size"].as_u64().unwrap_or(0)));
-                }
-            }
-            if let Some(info) = action.get("commitInfo") {
-                time = info["timestamp"].as_i64().unwrap_or(0);
-            }
-        }
+        let (time, adds) = commit_adds(&path)?;
         if !adds.is_empty() {
             out.push((time, adds));
         }
     }
     Ok(out)
+}
+
+/// One JSON commit's wall-clock time (ms) and the files it added with `dataChange` true
+/// (a compaction's adds hold no new rows).
+fn commit_adds(path: &Path) -> Result<(i64, Adds)> {
+    let (mut time, mut adds) = (0i64, Vec::new());
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    for line in text.lines() {
+        let action: serde_json::Value = serde_json::from_str(line)?;
+        if let Some(add) = action.get("add") {
+            if add["dataChange"].as_bool().unwrap_or(true) {
+                let file = add["path"].as_str().context("add without a path")?;
+                adds.push((file.to_string(), add["size"].as_u64().unwrap_or(0)));
+            }
+        }
+        if let Some(info) = action.get("commitInfo") {
+            time = info["timestamp"].as_i64().unwrap_or(0);
+        }
+    }
+    Ok((time, adds))
+}
+
+/// The files version `version` of the table at `table_dir` added with new rows, as paths
+/// on disk (a compaction's files are left out: their rows were seen before).
+pub fn data_files_of_version(table_dir: &Path, version: i64) -> Result<Vec<std::path::PathBuf>> {
+    let (_, adds) = commit_adds(&table_dir.join(format!("_delta_log/{version:020}.json")))?;
+    Ok(adds
+        .into_iter()
+        .map(|(file, _)| table_dir.join(percent_decode(&file)))
+        .collect())
 }
 
 /// The `id` column of one Parquet file.

@@ -236,6 +236,11 @@ impl ServeConfig {
                 "--compact-min-files must be >= 2".into(),
             ));
         }
+        if self.upkeep.copy.min_rows < 1 {
+            return Err(ServerError::Config(
+                "--compact-copy-min-rows must be >= 1".into(),
+            ));
+        }
         // Short lifetimes exist for tests of token refresh (`sdk_token.rs`); below 5 s a
         // token could expire between its fetch and its first use.
         if self.token_ttl < Duration::from_secs(5) {

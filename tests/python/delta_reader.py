@@ -8,7 +8,10 @@ Writes the rows `deltalake` reads as an Arrow IPC file (string/binary/list
 views and large variants cast to their plain forms) and prints one JSON line:
 the table version, the number of data files, the rows each reader saw, what
 polars computes over `id` (sum, distinct count), polars' `[id, _rescued_data]`
-pairs ordered by id when the table has that column, the number of commits in
+pairs ordered by id when the table has that column, the rows with an id at or above
+the middle id as each reader reads them through a filter (which the readers
+check against each file's Delta stats: a wrong bound skips a file holding such
+rows) beside the count of those rows in the full read, the number of commits in
 the history, how many of them were retried after losing a race for their
 version (`readVersion` < version - 1), and the operations seen. With
 SLUICE_POLARS_ROWS=1 also every row as polars reads it, ordered by id
@@ -60,6 +63,13 @@ def main():
                if has_id and "_rescued_data" in df.columns else None)
     row_dicts = (df.sort("id").to_dicts()
                  if has_id and os.environ.get("SLUICE_POLARS_ROWS") == "1" else None)
+    # Reads through a filter on id, which the file stats let the readers prune by.
+    middle = int(df["id"].sort()[df.height // 2]) if has_id and df.height else 0
+    above = df.filter(pl.col("id") >= middle).height if has_id else 0
+    filtered = (dt.to_pyarrow_table(filters=[("id", ">=", middle)]).num_rows
+                if has_id else 0)
+    polars_filtered = (pl.scan_delta(location, storage_options=options)
+                       .filter(pl.col("id") >= middle).collect().height if has_id else 0)
     print(json.dumps({
         "version": dt.version(),
         "files": len(dt.file_uris()),
@@ -68,6 +78,9 @@ def main():
         "polars_id_sum": int(df["id"].sum()) if has_id and df.height else 0,
         "polars_distinct_ids": df["id"].n_unique() if has_id else 0,
         "polars_rescued_data": rescued,
+        "ids_at_or_above_middle": above,
+        "filtered_rows": filtered,
+        "polars_filtered_rows": polars_filtered,
         "commits": len(history),
         "retried_commits": retried,
         "operations": sorted({h.get("operation", "") for h in history}),

@@ -26,7 +26,6 @@
 //! `--seconds N` per scenario (default 10), `--streams 1,16`,
 //! `--flush-interval 1s`, `--max-inflight N` per stream (default 1000).
 
-use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -302,18 +301,22 @@ async fn poll_visibility(
     stop: Arc<AtomicBool>,
 ) -> Result<std::collections::HashMap<i64, u64>> {
     let url = url::Url::parse(&location)?;
+    let dir = url
+        .to_file_path()
+        .map_err(|_| anyhow::anyhow!("{location} is not a local table"))?;
     let mut table = deltalake::open_table(url).await?;
-    let mut known: HashSet<String> = table.get_file_uris()?.collect();
     let mut seen = std::collections::HashMap::new();
     while !stop.load(Ordering::Relaxed) {
-        let before = table.version();
+        let before = table.version().map_or(-1, |v| v as i64);
         table.update_incremental(None).await?;
-        if table.version() != before {
+        let after = table.version().map_or(-1, |v| v as i64);
+        if after != before {
             let now = start.elapsed().as_nanos() as u64;
-            let files: Vec<String> = table.get_file_uris()?.collect();
-            for f in files {
-                if known.insert(f.clone()) {
-                    for id in read_ids(&f)? {
+            // Only the files of new rows: a compaction's output (dataChange false) would
+            // cost a long read of rows already seen, and delay seeing the next commits.
+            for version in before + 1..=after {
+                for file in sluice_bench::freshness::data_files_of_version(&dir, version)? {
+                    for id in read_ids(&file)? {
                         seen.entry(id).or_insert(now);
                     }
                 }
@@ -325,16 +328,12 @@ async fn poll_visibility(
     Ok(seen)
 }
 
-fn read_ids(uri: &str) -> Result<Vec<i64>> {
+fn read_ids(path: &std::path::Path) -> Result<Vec<i64>> {
     use arrow_array::cast::AsArray;
     use arrow_array::types::Int64Type;
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
     use parquet::arrow::ProjectionMask;
-    let path = url::Url::parse(uri)
-        .ok()
-        .and_then(|u| u.to_file_path().ok())
-        .unwrap_or_else(|| PathBuf::from(uri));
-    let builder = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&path)?)?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(path)?)?;
     let mask = ProjectionMask::roots(builder.parquet_schema(), [0]);
     let mut ids = Vec::new();
     for batch in builder.with_projection(mask).build()? {

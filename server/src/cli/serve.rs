@@ -14,7 +14,7 @@ use sluice_server::config::{
 };
 use sluice_server::etcd_access::EtcdAccess;
 use sluice_server::limits::LimitArgs;
-use sluice_server::sink::upkeep::UpkeepConfig;
+use sluice_server::sink::upkeep::{CopyRule, UpkeepConfig, COPY_RULE};
 use sluice_server::warehouse::S3Settings;
 
 /// The flags of `sluice serve`.
@@ -70,6 +70,11 @@ pub struct ServeArgs {
     /// Compact a table once it has this many files below half its target file size.
     #[arg(long, default_value_t = 16)]
     compact_min_files: usize,
+    /// Compaction copies a file's row groups as they are (no decode, no re-encode) when every
+    /// one holds at least this many rows (or 8 MiB before compression); smaller ones are
+    /// re-encoded into large row groups.
+    #[arg(long, default_value_t = COPY_RULE.min_rows)]
+    compact_copy_min_rows: i64,
     /// Vacuum each table this often (removed files older than the table's
     /// delta.deletedFileRetentionDuration, default 7 days).
     #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
@@ -177,6 +182,10 @@ impl From<ServeArgs> for ServeConfig {
             upkeep: UpkeepConfig {
                 interval: args.upkeep_interval,
                 compact_min_files: args.compact_min_files,
+                copy: CopyRule {
+                    min_rows: args.compact_copy_min_rows,
+                    ..COPY_RULE
+                },
                 vacuum_interval: args.vacuum_interval,
             },
             auth: args.auth,
@@ -299,6 +308,7 @@ mod tests {
             "--commit-interval=2s",
             "--upkeep-interval=5s",
             "--compact-min-files=3",
+            "--compact-copy-min-rows=500",
             "--tls-cert=c.pem",
             "--tls-key=k.pem",
             "--join=etcd://127.0.0.1:2379",
@@ -312,6 +322,16 @@ mod tests {
         assert_eq!(c.commit_interval, Duration::from_secs(2));
         assert_eq!(c.upkeep.interval, Duration::from_secs(5));
         assert_eq!(c.upkeep.compact_min_files, 3);
+        assert_eq!(c.upkeep.copy.min_rows, 500);
+        assert_eq!(c.upkeep.copy.min_bytes, COPY_RULE.min_bytes);
+        let mut zero = ServeConfig::new("d");
+        assert!(zero.sanitize().is_ok());
+        zero.upkeep.copy.min_rows = 0;
+        let refused = zero.sanitize().expect_err("refused").to_string();
+        assert!(
+            refused.contains("--compact-copy-min-rows must be >= 1"),
+            "{refused}"
+        );
         assert_eq!(
             c.tls.map(|t| (t.cert, t.key)),
             Some((PathBuf::from("c.pem"), PathBuf::from("k.pem")))

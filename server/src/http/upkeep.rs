@@ -50,7 +50,7 @@ pub async fn optimize(
     respond(
         async {
             let sink = sink(&pod, &caller, &full_name)?;
-            let report = sink.upkeep.optimize().await?;
+            let report = sink.upkeep.optimize(&pod.config.upkeep.copy).await?;
             tracing::info!(table = %full_name, ?report, "optimize");
             let detail = format!("{report:?}");
             audit::record(&pod, &caller, Action::TableOptimize, sink.name(), detail).await;

@@ -20,9 +20,23 @@ use crate::moto::{python_read, Moto};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn given_ingest_on_s3_when_compaction_and_checkpoints_run_beside_it_then_rows_stay_files_shrink_and_python_reads_the_checkpoint(
 ) {
+    upkeep_beside_ingest("upkeep", &[]).await;
+}
+
+/// The same, every row group copied by compaction (`--compact-copy-min-rows 1`) instead of
+/// re-encoded: Python `deltalake` and `polars` read the copied files and their merged stats.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_ingest_on_s3_when_compaction_copies_row_groups_then_rows_stay_and_python_reads_them()
+{
+    upkeep_beside_ingest("upkeep_copy", &["--compact-copy-min-rows", "1"]).await;
+}
+
+/// Ingest with background and by-hand compaction beside it, then checkpoint-only reads
+/// and vacuum (the module's doc); `extra` serve flags; asserts bins were copied iff asked.
+async fn upkeep_beside_ingest(name: &str, extra: &[&str]) {
     let moto = Moto::start().await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut args = moto.serve_args("upkeep");
+    let mut args = moto.serve_args(name);
     args.extend(
         // Many small appends: the committer may commit as often as the pod flushes.
         [
@@ -34,11 +48,12 @@ async fn given_ingest_on_s3_when_compaction_and_checkpoints_run_beside_it_then_r
             "20ms",
         ]
         .iter()
+        .chain(extra)
         .map(|s| s.to_string()),
     );
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut server = Server::start_with_args(dir.path(), "20ms", &args).await;
-    let table = "main.s3.upkeep";
+    let table = &format!("main.s3.{name}");
     let location = server
         .create_table_with(
             table,
@@ -77,6 +92,7 @@ async fn given_ingest_on_s3_when_compaction_and_checkpoints_run_beside_it_then_r
 
     let appends = server.metric("sluice_sink_commits_total").await;
     let compacted = server.metric("sluice_upkeep_files_compacted_total").await;
+    let copied = server.metric("sluice_upkeep_bins_copied_total").await;
     let (vacuum, _) = server.cli_json(&["table", "vacuum", table, "--retention", "0s"]);
     server.terminate();
 
@@ -105,8 +121,17 @@ async fn given_ingest_on_s3_when_compaction_and_checkpoints_run_beside_it_then_r
          checkpoint at {checkpoint}, vacuum {vacuum}, python: {s}"
     );
     id_v::assert_read_once(&read, n);
+    // Filtered reads prune files by their stats (merged ones too): none may lose a row.
+    assert!(s["ids_at_or_above_middle"].as_u64() > Some(0), "{s}");
+    assert_eq!(s["filtered_rows"], s["ids_at_or_above_middle"], "{s}");
+    assert_eq!(
+        s["polars_filtered_rows"], s["ids_at_or_above_middle"],
+        "{s}"
+    );
     let files = s["files"].as_u64().expect("files") as f64;
     assert!(compacted > 0.0, "nothing was compacted");
+    // 20 ms appends hold far fewer rows than the default rule's 64 Ki: copied only when asked.
+    assert_eq!(copied > 0.0, !extra.is_empty(), "{copied} bins copied");
     assert!(
         files * 4.0 <= appends,
         "{files} files after compaction for {appends} appends"

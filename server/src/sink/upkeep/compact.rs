@@ -38,6 +38,9 @@ use crate::commit::lost_race;
 use crate::error::{Result, ServerError};
 use crate::sink::commit::layout_writer;
 
+use super::row_group_copy::{self, BinFile, CopyRule};
+use super::stats_merge;
+
 /// What a compaction did.
 #[derive(Debug, Default, Clone, Serialize)]
 pub struct CompactReport {
@@ -49,6 +52,8 @@ pub struct CompactReport {
     pub bytes_removed: i64,
     /// Bytes of the files added.
     pub bytes_added: i64,
+    /// Bins written by copying row groups (the rest were re-encoded).
+    pub bins_copied: usize,
     /// Delta version of the OPTIMIZE commit, if one was made.
     pub version: Option<u64>,
     /// Set when a concurrent commit removed one of the files first (or
@@ -62,6 +67,8 @@ const COMMIT_ATTEMPTS: usize = 100;
 struct SmallFile {
     path: object_store::path::Path,
     size: i64,
+    /// Its Delta stats JSON (for a row-group copy's merged stats).
+    stats: Option<String>,
     remove: deltalake::kernel::Remove,
 }
 
@@ -99,18 +106,26 @@ pub fn file_stats(table: &DeltaTable) -> Result<FileStats> {
     Ok(stats)
 }
 
-/// Compacts `table` if it has at least `min_files` small files.
-pub async fn compact(table: &mut DeltaTable, min_files: usize) -> Result<CompactReport> {
+/// Compacts `table` if it has at least `min_files` small files; a bin whose row groups are
+/// all large by `copy` (and whose files share one schema) is copied, the rest re-encoded.
+pub async fn compact(
+    table: &mut DeltaTable,
+    min_files: usize,
+    copy: &CopyRule,
+) -> Result<CompactReport> {
     table.update_incremental(None).await?;
     let snapshot = table.snapshot()?;
     let target = snapshot.table_config().target_file_size().get() as i64;
     let small: Vec<SmallFile> = snapshot
         .log_data()
         .iter()
-        .filter(|f| f.size() < target / 2)
+        // A file with a deletion vector is left alone: both ways of compacting read every
+        // row of the Parquet file, so they would bring its deleted rows back.
+        .filter(|f| f.size() < target / 2 && f.deletion_vector_descriptor().is_none())
         .map(|f| SmallFile {
             path: f.object_store_path(),
             size: f.size(),
+            stats: f.stats(),
             remove: f.remove_action(false),
         })
         .collect();
@@ -121,33 +136,29 @@ pub async fn compact(table: &mut DeltaTable, min_files: usize) -> Result<Compact
     let store = table.log_store().object_store(None);
     let mut report = CompactReport::default();
     let mut actions = Vec::new();
+    let partitioned = !snapshot.metadata().partition_columns().is_empty();
+    let delta_schema = snapshot.schema().clone();
     for bin in bins {
-        let mut writer = layout_writer(table)?;
-        let schema = writer.arrow_schema();
-        for file in &bin {
-            let bytes = store
-                .get(&file.path)
-                .await
-                .map_err(|e| ServerError::Internal(format!("reading {}: {e}", file.path)))?
-                .bytes()
-                .await
-                .map_err(|e| ServerError::Internal(format!("reading {}: {e}", file.path)))?;
-            let batches = ParquetRecordBatchReaderBuilder::try_new(bytes)
-                .and_then(|b| b.build())
-                .map_err(|e| ServerError::Internal(format!("reading {}: {e}", file.path)))?;
-            for batch in batches {
-                let batch = batch
-                    .map_err(|e| ServerError::Internal(format!("reading {}: {e}", file.path)))?;
-                // Same columns; take the table's field metadata so the writer
-                // sees no schema change.
-                let batch =
-                    arrow_array::RecordBatch::try_new(schema.clone(), batch.columns().to_vec())
-                        .map_err(|e| ServerError::Internal(format!("{}: {e}", file.path)))?;
-                writer.write(batch).await?;
+        let files: Vec<BinFile> = bin
+            .iter()
+            .map(|f| BinFile {
+                path: &f.path,
+                size: f.size,
+            })
+            .collect();
+        let stats: Vec<Option<String>> = bin.iter().map(|f| f.stats.clone()).collect();
+        // Copy the row groups when the files allow it and their stats merge; else re-encode.
+        let merged = (!partitioned)
+            .then(|| stats_merge::merge(&stats, &delta_schema))
+            .flatten();
+        let adds = match merged {
+            Some(stats) if row_group_copy::copyable(&store, &files, copy).await? => {
+                report.bins_copied += 1;
+                vec![row_group_copy::copy(&store, &files, Some(stats)).await?]
             }
-        }
-        for mut add in writer.flush().await? {
-            add.data_change = false;
+            _ => reencode(table, &store, &bin).await?,
+        };
+        for add in adds {
             report.files_added += 1;
             report.bytes_added += add.size;
             actions.push(Action::Add(add));
@@ -211,7 +222,45 @@ pub async fn compact(table: &mut DeltaTable, min_files: usize) -> Result<Compact
     report.version = Some(finalized.version());
     table.update_incremental(None).await?;
     metrics::counter!("sluice_upkeep_files_compacted_total").increment(report.files_removed as u64);
+    metrics::counter!("sluice_upkeep_bins_copied_total").increment(report.bins_copied as u64);
     Ok(report)
+}
+
+/// `bin`'s rows decoded and written again through the table's writer (one small file at
+/// a time, so memory stays bounded); the new files' Adds, `dataChange` false.
+async fn reencode(
+    table: &DeltaTable,
+    store: &std::sync::Arc<dyn object_store::ObjectStore>,
+    bin: &[SmallFile],
+) -> Result<Vec<deltalake::kernel::Add>> {
+    let mut writer = layout_writer(table)?;
+    let schema = writer.arrow_schema();
+    for file in bin {
+        let bytes = store
+            .get(&file.path)
+            .await
+            .map_err(|e| ServerError::Internal(format!("reading {}: {e}", file.path)))?
+            .bytes()
+            .await
+            .map_err(|e| ServerError::Internal(format!("reading {}: {e}", file.path)))?;
+        let batches = ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .and_then(|b| b.build())
+            .map_err(|e| ServerError::Internal(format!("reading {}: {e}", file.path)))?;
+        for batch in batches {
+            let batch =
+                batch.map_err(|e| ServerError::Internal(format!("reading {}: {e}", file.path)))?;
+            // Same columns; take the table's field metadata so the writer
+            // sees no schema change.
+            let batch = arrow_array::RecordBatch::try_new(schema.clone(), batch.columns().to_vec())
+                .map_err(|e| ServerError::Internal(format!("{}: {e}", file.path)))?;
+            writer.write(batch).await?;
+        }
+    }
+    let mut adds = writer.flush().await?;
+    for add in &mut adds {
+        add.data_change = false;
+    }
+    Ok(adds)
 }
 
 /// Greedy bins of files (in the given order) up to `target` bytes; bins of
@@ -256,6 +305,7 @@ mod tests {
     use object_store::ObjectStoreExt;
 
     use super::{bin_ranges, compact};
+    use crate::sink::upkeep::COPY_RULE;
     use crate::warehouse::{S3Settings, Warehouse};
 
     #[test]
@@ -265,19 +315,37 @@ mod tests {
         assert_eq!(bin_ranges(&[], 25), Vec::<usize>::new());
     }
 
+    /// The bytes of `path` under `table`'s root.
+    async fn file_bytes(
+        table: &deltalake::DeltaTable,
+        path: &object_store::path::Path,
+    ) -> bytes::Bytes {
+        let store = table.log_store().object_store(None);
+        store
+            .get(path)
+            .await
+            .expect("get")
+            .bytes()
+            .await
+            .expect("bytes")
+    }
+
+    /// Appends `ids` as one file in one commit.
+    async fn append_ids(table: &mut deltalake::DeltaTable, ids: Vec<i64>) {
+        let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
+        let batch =
+            RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(ids))]).expect("batch");
+        let mut writer = RecordBatchWriter::for_table(table).expect("writer");
+        writer.write(batch).await.expect("write");
+        writer.flush_and_commit(table).await.expect("commit");
+    }
+
     /// Rows of the table's live files, read back from Parquet.
     async fn live_ids(table: &mut deltalake::DeltaTable) -> Vec<i64> {
         table.update_incremental(None).await.expect("update");
-        let store = table.log_store().object_store(None);
         let mut ids = Vec::new();
         for file in table.snapshot().expect("snapshot").log_data().iter() {
-            let bytes = store
-                .get(&file.object_store_path())
-                .await
-                .expect("get")
-                .bytes()
-                .await
-                .expect("bytes");
+            let bytes = file_bytes(table, &file.object_store_path()).await;
             let reader =
                 parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
                     .expect("parquet")
@@ -305,7 +373,6 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let warehouse =
             Warehouse::parse(None, dir.path(), &S3Settings::default()).expect("warehouse");
-        let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
         let mut gave_up = 0;
         for round in 0..5 {
             let url = warehouse
@@ -313,20 +380,16 @@ mod tests {
                 .expect("url");
             let mut table = warehouse.create_for_test(&url, "id BIGINT NOT NULL").await;
             for i in 0..8i64 {
-                let batch = RecordBatch::try_new(
-                    schema.clone(),
-                    vec![Arc::new(Int64Array::from(vec![i * 10, i * 10 + 1]))],
-                )
-                .expect("batch");
-                let mut writer = RecordBatchWriter::for_table(&table).expect("writer");
-                writer.write(batch).await.expect("write");
-                writer.flush_and_commit(&mut table).await.expect("commit");
+                append_ids(&mut table, vec![i * 10, i * 10 + 1]).await;
             }
             let before = live_ids(&mut table).await;
             assert_eq!(before.len(), 16);
             let mut a = warehouse.open(&url).await.expect("open a");
             let mut b = warehouse.open(&url).await.expect("open b");
-            let (ra, rb) = tokio::join!(compact(&mut a, 2), compact(&mut b, 2));
+            let (ra, rb) = tokio::join!(
+                compact(&mut a, 2, &COPY_RULE),
+                compact(&mut b, 2, &COPY_RULE)
+            );
             let (ra, rb) = (ra.expect("compaction a"), rb.expect("compaction b"));
             let committed = [&ra, &rb].iter().filter(|r| r.version.is_some()).count();
             assert_eq!(
@@ -343,5 +406,56 @@ mod tests {
             );
         }
         assert!(gave_up > 0, "the two compactions never raced for a version");
+    }
+
+    /// Files of large row groups are compacted by copying their row groups: every row once,
+    /// the row groups kept as they were (a re-encode writes one group of up to 1 Mi rows),
+    /// the Add's stats merged from the inputs'. Small row groups are re-encoded.
+    #[tokio::test]
+    async fn large_row_groups_are_copied_small_ones_re_encoded() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let warehouse =
+            Warehouse::parse(None, dir.path(), &S3Settings::default()).expect("warehouse");
+        let rows = COPY_RULE.min_rows + 10;
+        for (name, per_file, copied) in [("large", rows, 1), ("small", 100, 0)] {
+            let url = warehouse.table_url("main", "compact", name).expect("url");
+            let mut table = warehouse.create_for_test(&url, "id BIGINT NOT NULL").await;
+            for f in 0..3i64 {
+                append_ids(
+                    &mut table,
+                    (0..per_file).map(|i| 1_000_000 * (2 - f) + i).collect(),
+                )
+                .await;
+            }
+            let before = live_ids(&mut table).await;
+            let report = compact(&mut table, 2, &COPY_RULE).await.expect("compact");
+            assert_eq!(
+                (report.bins_copied, report.files_removed, report.files_added),
+                (copied, 3, 1),
+                "{name}"
+            );
+            assert_eq!(
+                live_ids(&mut table).await,
+                before,
+                "{name}: every row exactly once"
+            );
+            let snapshot = table.snapshot().expect("snapshot");
+            let file = snapshot.log_data().iter().next().expect("one file");
+            let stats: serde_json::Value =
+                serde_json::from_str(&file.stats().expect("stats")).expect("json");
+            assert_eq!(stats["numRecords"], 3 * per_file, "{name}");
+            assert_eq!(stats["minValues"]["id"], 0, "{name}");
+            assert_eq!(stats["maxValues"]["id"], 2_000_000 + per_file - 1, "{name}");
+            assert_eq!(stats["nullCount"]["id"], 0, "{name}");
+            let bytes = file_bytes(&table, &file.object_store_path()).await;
+            let meta = parquet::file::metadata::ParquetMetaDataReader::new()
+                .parse_and_finish(&bytes)
+                .expect("footer");
+            assert_eq!(
+                meta.num_row_groups(),
+                if copied == 1 { 3 } else { 1 },
+                "{name}"
+            );
+        }
     }
 }

@@ -8,9 +8,12 @@
 mod checkpoint;
 mod compact;
 mod log_cleanup;
+mod row_group_copy;
+mod stats_merge;
 mod vacuum;
 
 pub use compact::CompactReport;
+pub use row_group_copy::{CopyRule, COPY_RULE};
 pub use vacuum::VacuumReport;
 
 use std::time::{Duration, Instant};
@@ -28,6 +31,9 @@ pub struct UpkeepConfig {
     /// Compact once a table has this many files below half the target size.
     /// Default: 16.
     pub compact_min_files: usize,
+    /// Which row groups compaction copies as they are instead of re-encoding. Default:
+    /// [`COPY_RULE`] (64 Ki rows or 8 MiB).
+    pub copy: CopyRule,
     /// Vacuum each table this often (with the table's retention). Default: 1 h.
     pub vacuum_interval: Duration,
 }
@@ -37,6 +43,7 @@ impl Default for UpkeepConfig {
         UpkeepConfig {
             interval: Duration::from_secs(10),
             compact_min_files: 16,
+            copy: COPY_RULE,
             vacuum_interval: Duration::from_secs(3600),
         }
     }
@@ -97,7 +104,8 @@ impl Upkeep {
     pub async fn round(&self, config: &UpkeepConfig) -> Result<()> {
         let mut s = self.state.lock().await;
         s.checkpoint_and_clean(config.interval).await?;
-        let compacted = compact::compact(&mut s.table, config.compact_min_files).await?;
+        let compacted =
+            compact::compact(&mut s.table, config.compact_min_files, &config.copy).await?;
         if compacted.files_removed > 0 {
             tracing::info!(
                 files_removed = compacted.files_removed,
@@ -128,10 +136,11 @@ impl Upkeep {
         }
     }
 
-    /// Compacts every bin of two or more small files now.
-    pub async fn optimize(&self) -> Result<OptimizeReport> {
+    /// Compacts every bin of two or more small files now (row groups large by `copy` are
+    /// copied, not re-encoded).
+    pub async fn optimize(&self, copy: &CopyRule) -> Result<OptimizeReport> {
         let mut s = self.state.lock().await;
-        let compaction = compact::compact(&mut s.table, 2).await?;
+        let compaction = compact::compact(&mut s.table, 2, copy).await?;
         let checkpoint = s
             .checkpoint_and_clean(UpkeepConfig::default().interval)
             .await?;
