@@ -75,12 +75,13 @@ pub fn data_files_of_version(table_dir: &Path, version: i64) -> Result<Vec<std::
         .collect())
 }
 
-/// The `id` column of one Parquet file.
+/// The `id` column of one Parquet file (only that column is read).
 pub fn ids_of(path: &Path) -> Result<Vec<i64>> {
-    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+    let builder = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
         std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?,
-    )?
-    .build()?;
+    )?;
+    let id = parquet::arrow::ProjectionMask::columns(builder.parquet_schema(), ["id"]);
+    let reader = builder.with_projection(id).build()?;
     let mut ids = Vec::new();
     for batch in reader {
         let batch = batch?;

@@ -316,7 +316,7 @@ async fn poll_visibility(
             // cost a long read of rows already seen, and delay seeing the next commits.
             for version in before + 1..=after {
                 for file in sluice_bench::freshness::data_files_of_version(&dir, version)? {
-                    for id in read_ids(&file)? {
+                    for id in sluice_bench::freshness::ids_of(&file)? {
                         seen.entry(id).or_insert(now);
                     }
                 }
@@ -326,28 +326,6 @@ async fn poll_visibility(
         }
     }
     Ok(seen)
-}
-
-fn read_ids(path: &std::path::Path) -> Result<Vec<i64>> {
-    use arrow_array::cast::AsArray;
-    use arrow_array::types::Int64Type;
-    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-    use parquet::arrow::ProjectionMask;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(path)?)?;
-    let mask = ProjectionMask::roots(builder.parquet_schema(), [0]);
-    let mut ids = Vec::new();
-    for batch in builder.with_projection(mask).build()? {
-        let batch = batch?;
-        ids.extend(
-            batch
-                .column(0)
-                .as_primitive::<Int64Type>()
-                .values()
-                .iter()
-                .copied(),
-        );
-    }
-    Ok(ids)
 }
 
 /// The scenarios of a run: every stream count × every shape, each followed by its open-loop

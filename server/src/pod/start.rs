@@ -95,12 +95,11 @@ impl Pod {
             }
             _ => None,
         };
-        let me = config
-            .cluster
-            .as_ref()
-            .map_or(super::SINGLE_NODE_POD_ID, |c| c.pod_id.as_str());
+        // Opened first: it holds the pod's id (`Pod::pod_id`), which settling alters needs.
+        let pstreams = open_pstreams(&config, &auth, meta.clone())?;
         for entry in catalog.tables()? {
-            let entry = crate::evolve::settle(&catalog, &warehouse, entry, me).await?;
+            let entry =
+                crate::evolve::settle(&catalog, &warehouse, entry, pstreams.pod_id()).await?;
             let env = SinkEnv {
                 warehouse: &warehouse,
                 wal: &wal,
@@ -118,7 +117,6 @@ impl Pod {
             ))),
             _ => None,
         };
-        let pstreams = open_pstreams(&config, &auth, meta)?;
         let replayed = replay(&wal, &sinks, &streams)?;
         for (id, (offset, lsn)) in &replayed.persistent {
             pstreams.wal_logged(id, *offset, *lsn);

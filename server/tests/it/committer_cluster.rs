@@ -50,11 +50,7 @@ async fn cluster(root: &Path, n: usize, table: &str) -> (Etcd, Vec<Server>, Stri
         |p| p.len() == n,
     )
     .await;
-    pods[0].create_table(table, COLUMNS);
-    let location = pods[0].table_info(table).await["storage_location"]
-        .as_str()
-        .expect("storage_location")
-        .to_string();
+    let location = pods[0].create_table_at(table, COLUMNS).await;
     (etcd, pods, location)
 }
 
@@ -366,11 +362,7 @@ async fn a_busy_committer_makes_the_pods_back_off_and_the_producers_see_no_error
         |p| p.len() == 2,
     )
     .await;
-    pods[0].create_table(table, COLUMNS);
-    let location = pods[0].table_info(table).await["storage_location"]
-        .as_str()
-        .expect("storage_location")
-        .to_string();
+    let location = pods[0].create_table_at(table, COLUMNS).await;
     let urls: Vec<String> = pods.iter().map(|p| p.url.clone()).collect();
     let load = Load::start(&urls, 2, table).await;
     tokio::time::sleep(Duration::from_secs(6)).await;
@@ -469,11 +461,9 @@ async fn a_rewriting_alter_under_load_loses_no_acked_row_and_leaves_only_files_o
     let dir = tempfile::tempdir().expect("tempdir");
     let (etcd, mut pods, _) = cluster(dir.path(), 3, "main.elect.unused").await;
     let table = "main.elect.rewrite";
-    pods[0].create_table(table, "id BIGINT NOT NULL, stream INT, seq BIGINT");
-    let location = pods[0].table_info(table).await["storage_location"]
-        .as_str()
-        .expect("storage_location")
-        .to_string();
+    let location = pods[0]
+        .create_table_at(table, "id BIGINT NOT NULL, stream INT, seq BIGINT")
+        .await;
     let urls: Vec<String> = pods.iter().map(|p| p.url.clone()).collect();
     // Pod 1 pauses 2 s between writing the rewritten files and its first commit attempt,
     // so appends land first and the rewrite must take in the files they added.
@@ -648,14 +638,12 @@ async fn concurrent_rewriting_alters_through_two_pods_lose_no_change_and_leave_f
     let dir = tempfile::tempdir().expect("tempdir");
     let (etcd, pods, _) = cluster(dir.path(), 3, "main.elect.unused").await;
     let table = "main.elect.rewrites";
-    pods[0].create_table(
-        table,
-        "id BIGINT NOT NULL, a INT, b STRING, c STRING, d FLOAT",
-    );
-    let location = pods[0].table_info(table).await["storage_location"]
-        .as_str()
-        .expect("storage_location")
-        .to_string();
+    let location = pods[0]
+        .create_table_at(
+            table,
+            "id BIGINT NOT NULL, a INT, b STRING, c STRING, d FLOAT",
+        )
+        .await;
     let stream = pods[0].json_stream(table).await;
     for id in 0..5 {
         let record =
@@ -794,11 +782,9 @@ async fn an_alter_while_another_pods_alter_is_under_way_is_refused_and_the_first
     let dir = tempfile::tempdir().expect("tempdir");
     let (etcd, mut pods, _) = cluster(dir.path(), 3, "main.elect.unused").await;
     let table = "main.elect.held";
-    pods[0].create_table(table, "id BIGINT NOT NULL, a INT");
-    let location = pods[0].table_info(table).await["storage_location"]
-        .as_str()
-        .expect("storage_location")
-        .to_string();
+    let location = pods[0]
+        .create_table_at(table, "id BIGINT NOT NULL, a INT")
+        .await;
     // Pod 1's rewriting alter waits 3 s between its pending record and its Delta commit.
     restart_pausing_rewrites(&etcd, &mut pods[1], "3s").await;
     let url = pods[1].url.clone();

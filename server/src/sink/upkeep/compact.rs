@@ -146,17 +146,20 @@ pub async fn compact(
                 size: f.size,
             })
             .collect();
-        let stats: Vec<Option<String>> = bin.iter().map(|f| f.stats.clone()).collect();
-        // Copy the row groups when the files allow it and their stats merge; else re-encode.
-        let merged = (!partitioned)
-            .then(|| stats_merge::merge(&stats, &delta_schema))
-            .flatten();
+        // Copy the row groups when the files allow it (footers read; a slow table's small
+        // row groups stop this at its first file) and their stats merge; else re-encode.
+        let merged = if !partitioned && row_group_copy::copyable(&store, &files, copy).await? {
+            let stats: Vec<Option<String>> = bin.iter().map(|f| f.stats.clone()).collect();
+            stats_merge::merge(&stats, &delta_schema)
+        } else {
+            None
+        };
         let adds = match merged {
-            Some(stats) if row_group_copy::copyable(&store, &files, copy).await? => {
+            Some(stats) => {
                 report.bins_copied += 1;
                 vec![row_group_copy::copy(&store, &files, Some(stats)).await?]
             }
-            _ => reencode(table, &store, &bin).await?,
+            None => reencode(table, &store, &bin).await?,
         };
         for add in adds {
             report.files_added += 1;
