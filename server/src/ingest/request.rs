@@ -5,6 +5,8 @@
 //! A resumed persistent stream expects its watermark + 1 next; requests at or
 //! below the watermark are resent records already durable ([`RequestParser::already_durable`]).
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use sluice_proto::EphemeralStreamRequest;
 use sluice_proto::{ephemeral_stream_request, ingest_record_batch_request, ingest_record_request};
@@ -17,8 +19,9 @@ use crate::journal::RecordPlan;
 /// Parses a stream's requests into its builder, in offset order.
 pub struct RequestParser {
     format: RecordFormat,
-    /// Compiled descriptor (PROTO) or writer schema (AVRO).
-    plan: RecordPlan,
+    /// Compiled descriptor (PROTO) or writer schema (AVRO); shared with the small runs
+    /// the memtable keeps as records (parsed again at the flush).
+    plan: Arc<RecordPlan>,
     builder: RecordBatchBuilder,
     max_record_bytes: usize,
     next_offset: i64,
@@ -37,7 +40,7 @@ impl RequestParser {
     ) -> RequestParser {
         RequestParser {
             format,
-            plan,
+            plan: Arc::new(plan),
             builder,
             max_record_bytes,
             next_offset: 0,
@@ -75,7 +78,7 @@ impl RequestParser {
     /// stream was opened with them all); Avro and Arrow are taken as writing
     /// every column.
     pub fn writes_column(&self, name: &str) -> bool {
-        match &self.plan {
+        match self.plan.as_ref() {
             RecordPlan::Proto(plan) => plan.columns().any(|c| c.eq_ignore_ascii_case(name)),
             _ => true,
         }
@@ -95,6 +98,17 @@ impl RequestParser {
     /// Takes the builder's rows as one batch.
     pub fn finish(&mut self) -> arrow_array::RecordBatch {
         self.builder.finish()
+    }
+
+    /// Drops the builder's rows (their records go on as records, parsed again at the
+    /// flush); the builder keeps its capacity.
+    pub fn discard(&mut self) {
+        self.builder.clear()
+    }
+
+    /// The plan the records are parsed with.
+    pub fn plan(&self) -> &Arc<RecordPlan> {
+        &self.plan
     }
 
     /// Validates one request, appends its rows to the builder and its raw
@@ -205,7 +219,7 @@ impl RequestParser {
 
     fn parse_proto(&mut self, offset: i64, index: Option<usize>, record: Bytes) -> Result<Bytes> {
         self.check_record_size(offset, index, record.len())?;
-        let RecordPlan::Proto(plan) = &self.plan else {
+        let RecordPlan::Proto(plan) = self.plan.as_ref() else {
             return Err(self.wrong_format(offset, index, "proto"));
         };
         self.builder
@@ -227,7 +241,7 @@ impl RequestParser {
 
     fn parse_avro(&mut self, offset: i64, index: Option<usize>, record: Bytes) -> Result<Bytes> {
         self.check_record_size(offset, index, record.len())?;
-        let RecordPlan::Avro(plan) = &self.plan else {
+        let RecordPlan::Avro(plan) = self.plan.as_ref() else {
             return Err(self.wrong_format(offset, index, "Avro"));
         };
         self.builder

@@ -8,6 +8,8 @@
 //! are acked and dropped; its frames carry the stream's mark into the memtable
 //! (its Delta `txn`) and raise its WAL watermark.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use futures::FutureExt;
 use sluice_proto::EphemeralStreamRequest;
@@ -21,6 +23,7 @@ use crate::error::{Result, ServerError};
 use crate::journal::frames::{encode_records, KIND_RECORDS};
 use crate::limits::StreamSlot;
 use crate::pod::Pod;
+use crate::sink::deferred::{self, RecordRun, Rows};
 use crate::sink::{SharedSink, StreamMark};
 
 /// Most requests taken into one run.
@@ -139,7 +142,14 @@ async fn process_part(
             }
         }
     }
-    let batch = stream.parser.finish();
+    // A small run goes on as its records, parsed again at the flush (`sink::deferred`):
+    // the builder only checked them. A larger one becomes a batch now.
+    let batch = if rows_ok <= deferred::MAX_RECORDS {
+        stream.parser.discard();
+        None
+    } else {
+        Some(stream.parser.finish())
+    };
     // A batch request that failed part-way left its leading records in
     // `records`; they are not acked and must not reach the WAL, or a
     // replay would commit them. One row per record of the valid requests.
@@ -150,26 +160,37 @@ async fn process_part(
         acks.logged(0, offset, 0);
     }
     if let Some(last_offset) = last_ok {
-        let batch = if batch.num_rows() > rows_ok {
-            batch.slice(0, rows_ok)
-        } else {
-            batch
-        };
-        let batch = stream.sink.with_system_columns(
-            batch,
-            stream.key,
-            records.iter().map(|(offset, _)| *offset),
-        )?;
         let record_bytes: usize = records.iter().map(|(_, r)| r.len()).sum();
         let payload = encode_records(stream.key, records.iter().map(|(o, r)| (*o, r.as_ref())));
-        wait_to_append(pod, &stream.sink, slot, records.len(), record_bytes).await;
+        let count = records.len();
+        let rows = match batch {
+            Some(batch) => {
+                let batch = if batch.num_rows() > rows_ok {
+                    batch.slice(0, rows_ok)
+                } else {
+                    batch
+                };
+                Rows::Batch(stream.sink.with_system_columns(
+                    batch,
+                    stream.key,
+                    records.iter().map(|(offset, _)| *offset),
+                )?)
+            }
+            None => Rows::Records(Arc::new(RecordRun::new(
+                stream.parser.plan().clone(),
+                stream.built_for.clone(),
+                records,
+                stream.key,
+            ))),
+        };
+        wait_to_append(pod, &stream.sink, slot, count, record_bytes).await;
         let mark = stream.persistent.as_ref().map(|id| StreamMark {
             stream_id: id.clone(),
             offset: last_offset,
         });
         let lsn = stream
             .sink
-            .append_marked(KIND_RECORDS, payload, Some(batch), mark)
+            .append_rows(KIND_RECORDS, payload, Some(rows), mark)
             .await?;
         pod.streams.records_logged(stream.key, lsn);
         if let Some(id) = &stream.persistent {

@@ -2,7 +2,9 @@
 //! stream-open frame holds (record format and descriptor) against the table:
 //! once at stream creation and again at replay, from the same bytes.
 
-use sluice_zeroparser::{AvroPlan, ProtoPlan, SchemaError, TableSchema};
+use sluice_zeroparser::{
+    AvroPlan, DecodeError, ProtoPlan, RecordBatchBuilder, SchemaError, TableSchema,
+};
 
 use super::frames::RecordFormat;
 
@@ -49,5 +51,22 @@ impl RecordPlan {
                 RecordPlan::Avro(Box::new(AvroPlan::compile(json, schema, rescued_data)?))
             }
         })
+    }
+
+    /// Appends one record to `builder` under this plan (None: Arrow streams' records are
+    /// not parsed here, and a JSON record that is not UTF-8 is none).
+    pub fn append_to(
+        &self,
+        builder: &mut RecordBatchBuilder,
+        record: &[u8],
+    ) -> Option<Result<(), DecodeError>> {
+        match self {
+            RecordPlan::Proto(plan) => Some(builder.append_proto(plan, record)),
+            RecordPlan::Avro(plan) => Some(builder.append_avro(plan, record)),
+            RecordPlan::Json => std::str::from_utf8(record)
+                .ok()
+                .map(|text| builder.append_json(text)),
+            RecordPlan::Arrow => None,
+        }
     }
 }

@@ -73,22 +73,6 @@ struct ReplayStream {
     opened: Option<Option<(RecordPlan, RecordBatchBuilder)>>,
 }
 
-/// Appends one record to `builder` under `plan` (None: not a record replay parses).
-fn append_record(
-    plan: &RecordPlan,
-    builder: &mut RecordBatchBuilder,
-    record: &[u8],
-) -> Option<std::result::Result<(), sluice_zeroparser::DecodeError>> {
-    match plan {
-        RecordPlan::Proto(plan) => Some(builder.append_proto(plan, record)),
-        RecordPlan::Avro(plan) => Some(builder.append_avro(plan, record)),
-        RecordPlan::Json => std::str::from_utf8(record)
-            .ok()
-            .map(|text| builder.append_json(text)),
-        RecordPlan::Arrow => None,
-    }
-}
-
 /// The plan and builder of `open`'s own columns, when they differ from the
 /// table's current ones (`sink`'s) and still compile.
 fn opened_under(
@@ -256,7 +240,7 @@ pub fn replay(wal: &Wal, sinks: &Sinks, registry: &StreamRegistry) -> Result<Rep
         for (offset, record) in &records.records {
             let result = plan
                 .as_ref()
-                .and_then(|plan| append_record(plan, builder, record));
+                .and_then(|plan| plan.append_to(builder, record));
             let error = match result {
                 Some(Ok(())) => {
                     offsets.push(*offset);
@@ -273,7 +257,7 @@ pub fn replay(wal: &Wal, sinks: &Sinks, registry: &StreamRegistry) -> Result<Rep
                 .opened
                 .get_or_insert_with(|| opened_under(&stream.open, &sink));
             if let Some((plan, old)) = opened.as_mut() {
-                if let Some(Ok(())) = append_record(plan, old, record) {
+                if let Some(Ok(())) = plan.append_to(old, record) {
                     opened_offsets.push(*offset);
                     continue;
                 }

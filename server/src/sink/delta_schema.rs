@@ -54,7 +54,7 @@ pub fn delta_fields(columns: &[Column]) -> Result<Vec<StructField>> {
 /// system columns (each as `added` says).
 pub fn delta_columns(
     schema: &sluice_zeroparser::TableSchema,
-    added: super::table_sink::AddedColumns,
+    added: super::added::AddedColumns,
 ) -> Result<Vec<StructField>> {
     let mut fields = delta_fields(&schema.columns)?;
     if added.rescued_data {

@@ -8,7 +8,9 @@
 //! have committed all their frames), so segments wholly below `P` can go —
 //! after re-logging the stream-open frames that records above `P` still need.
 
+mod added;
 mod commit;
+pub mod deferred;
 mod delta_schema;
 pub(crate) mod file_layout;
 pub mod fit;
@@ -22,11 +24,12 @@ mod table_sink;
 pub mod upkeep;
 
 pub use crate::commit::COMMIT_RETRIES;
+pub use added::AddedColumns;
 pub use commit::{commit_append, write_files, AppendCommit, CommittedAppend};
 pub use delta_schema::{delta_columns, delta_fields, delta_type};
 use open_frames::OpenFrames;
 pub use stream_txns::StreamMark;
-pub use table_sink::{open_table, AddedColumns, FlushOutcome, SharedSink, SinkOptions, TableSink};
+pub use table_sink::{open_table, FlushOutcome, SharedSink, SinkOptions, TableSink};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -16,7 +16,8 @@
 
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
+use arrow_array::builder::StringBuilder;
+use arrow_array::{ArrayRef, Int64Array, RecordBatch, TimestampMicrosecondArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use deltalake::kernel::{DataType as DeltaType, StructField};
 
@@ -61,6 +62,33 @@ pub fn extended_schema(schema: &Schema) -> SchemaRef {
     Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
 }
 
+/// The system columns' values of a batch's rows, in row order.
+#[derive(Default)]
+pub struct SystemValues {
+    stream_ids: StringBuilder,
+    offsets: Vec<i64>,
+    ingested_at: Vec<i64>,
+}
+
+impl SystemValues {
+    /// Adds one row's values: its record's stream id and offset, and when it was logged.
+    pub fn push(&mut self, stream_id: &str, offset: i64, ingested_at_micros: i64) {
+        self.stream_ids.append_value(stream_id);
+        self.offsets.push(offset);
+        self.ingested_at.push(ingested_at_micros);
+    }
+
+    /// Rows pushed.
+    pub fn len(&self) -> usize {
+        self.offsets.len()
+    }
+
+    /// Whether no row was pushed.
+    pub fn is_empty(&self) -> bool {
+        self.offsets.is_empty()
+    }
+}
+
 /// Appends the system columns to `batch`: row `i` came from the record at
 /// `offsets[i]` of stream `stream_id`, logged at `ingested_at_micros`.
 pub fn extend(
@@ -69,20 +97,28 @@ pub fn extend(
     offsets: impl Iterator<Item = i64>,
     ingested_at_micros: i64,
 ) -> Result<RecordBatch> {
+    let mut values = SystemValues::default();
+    for offset in offsets.take(batch.num_rows()) {
+        values.push(stream_id, offset, ingested_at_micros);
+    }
+    extend_with(batch, values)
+}
+
+/// Appends the system columns to `batch`, row `i` taking `values`' row `i`.
+pub fn extend_with(batch: RecordBatch, mut values: SystemValues) -> Result<RecordBatch> {
     let rows = batch.num_rows();
-    let offsets: Int64Array = offsets.take(rows).collect();
-    if offsets.len() != rows {
+    if values.len() != rows {
         return Err(ServerError::Internal(format!(
             "system columns: {} offsets for {rows} rows",
-            offsets.len()
+            values.len()
         )));
     }
     let schema = extended_schema(batch.schema().as_ref());
     let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
-    columns.push(Arc::new(StringArray::from(vec![stream_id; rows])));
-    columns.push(Arc::new(offsets));
+    columns.push(Arc::new(values.stream_ids.finish()));
+    columns.push(Arc::new(Int64Array::from(values.offsets)));
     columns.push(Arc::new(
-        TimestampMicrosecondArray::from(vec![ingested_at_micros; rows]).with_timezone("UTC"),
+        TimestampMicrosecondArray::from(values.ingested_at).with_timezone("UTC"),
     ));
     RecordBatch::try_new(schema, columns)
         .map_err(|e| ServerError::Internal(format!("system columns: {e}")))

@@ -1,7 +1,7 @@
 //! One table's memtable and its way into Delta.
 //!
-//! Streams append finished Arrow batches together with their WAL frame, under
-//! one lock, so the memtable always holds exactly the table's frames after
+//! Streams append finished Arrow batches (or a small run's records, parsed at
+//! the flush: `deferred`) together with their WAL frame, under one lock, so the memtable always holds exactly the table's frames after
 //! `committed_lsn` (in LSN order) and `last_lsn` is the end of the newest.
 //! A flush freezes the memtable, waits until the WAL is durable up to
 //! `last_lsn` (so Delta never runs ahead of the log), writes Parquet (zstd)
@@ -28,15 +28,18 @@ use sluice_wal::{Lsn, Wal};
 use sluice_zeroparser::{RecordBatchBuilder, TableSchema};
 use tokio::sync::Notify;
 
+use super::added::AddedColumns;
 use super::commit::write_files;
+use super::deferred::Rows;
 use super::stream_txns::{read_stream_txn, StreamMark};
 use crate::commit::{CommitRoute, CommitterConfig, HandOff, HandOffError, HandOffRoute};
 use crate::error::{Result, ServerError};
 
 #[derive(Default)]
 struct Memtable {
-    /// Batches in LSN order, each with the end LSN of its WAL frame.
-    batches: Vec<(RecordBatch, Lsn)>,
+    /// Rows in LSN order (batches, or small runs' records: `deferred`), each with the
+    /// end LSN of its WAL frame.
+    batches: Vec<(Rows, Lsn)>,
     rows: usize,
     bytes: usize,
     last_lsn: Lsn,
@@ -61,17 +64,6 @@ struct Staged {
 /// How many times one hand-off's rows are written again (a file gone, the
 /// table altered meanwhile) before the hand-off is kept for the next flush.
 const REWRITES: usize = 3;
-
-/// The columns the server adds after a table's own, in this order (each
-/// opt-in per table, recorded in its catalog entry).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct AddedColumns {
-    /// `_rescued_data` (see `rescued_data`).
-    pub rescued_data: bool,
-    /// `_sluice_stream_id`, `_sluice_offset`, `_sluice_ingested_at` (see
-    /// `system_columns`).
-    pub system_columns: bool,
-}
 
 /// The sink of one table.
 pub struct TableSink {
@@ -247,10 +239,7 @@ impl TableSink {
 
     /// [`batch_builder`](Self::batch_builder) for `schema` (one the sink had).
     pub fn batch_builder_for(&self, schema: &TableSchema) -> Result<RecordBatchBuilder> {
-        if !self.added.rescued_data {
-            return Ok(RecordBatchBuilder::new(schema));
-        }
-        RecordBatchBuilder::with_rescued_data(schema)
+        super::added::builder_for(schema, self.added)
             .map_err(|e| ServerError::Internal(format!("table {}: {e}", self.name)))
     }
 
@@ -325,6 +314,19 @@ impl TableSink {
         batch: Option<RecordBatch>,
         mark: Option<StreamMark>,
     ) -> Result<Lsn> {
+        self.append_rows(kind, payload, batch.map(Rows::Batch), mark)
+            .await
+    }
+
+    /// [`append_marked`](Self::append_marked) for any [`Rows`]: a batch, or a small
+    /// run kept as its records (the flush parses them, see `deferred`).
+    pub async fn append_rows(
+        &self,
+        kind: u8,
+        payload: Vec<u8>,
+        rows: Option<Rows>,
+        mark: Option<StreamMark>,
+    ) -> Result<Lsn> {
         let reservation = self.wal.reserve(payload.len()).await?;
         if self.is_dropped() {
             return Err(ServerError::NotFound(format!(
@@ -334,11 +336,11 @@ impl TableSink {
         }
         let mut m = self.lock()?;
         let lsn = self.wal.append(reservation, kind, payload)?;
-        if let Some(batch) = batch.filter(|b| b.num_rows() > 0) {
+        if let Some(rows) = rows.filter(|r| r.num_rows() > 0) {
             let was_empty = m.batches.is_empty();
-            m.rows += batch.num_rows();
-            m.bytes += batch.get_array_memory_size();
-            m.batches.push((batch, lsn));
+            m.rows += rows.num_rows();
+            m.bytes += rows.memory_size();
+            m.batches.push((rows, lsn));
             m.marks.extend(mark.map(|mark| (lsn, mark)));
             m.last_lsn = lsn;
             if was_empty {
@@ -366,7 +368,7 @@ impl TableSink {
         }
         m.rows += batch.num_rows();
         m.bytes += batch.get_array_memory_size();
-        m.batches.push((batch, end_lsn));
+        m.batches.push((batch.into(), end_lsn));
         m.last_lsn = m.last_lsn.max(end_lsn);
         Ok(())
     }
@@ -451,9 +453,10 @@ impl TableSink {
             // The worker keeps its own handles on the batches (Arc clones), so a failure —
             // even a panic of the encoding thread — can put every row back; their last
             // handles are then freed off the workers too (`drop_off_the_workers` below).
-            let (table, memtable) = (delta.clone(), batches.clone());
+            let (table, memtable, added) = (delta.clone(), batches.clone(), self.added);
             super::offload::off_the_workers(async move {
                 let renames = super::fit::renames(table.snapshot()?.metadata().configuration());
+                let memtable = super::deferred::to_batches(&memtable, added)?;
                 let batch = concat(
                     &memtable,
                     &super::commit::layout_writer(&table)?.arrow_schema(),
@@ -477,11 +480,7 @@ impl TableSink {
                 let newer = std::mem::replace(&mut m.marks, marks);
                 m.marks.extend(newer);
                 m.rows = m.batches.iter().map(|(b, _)| b.num_rows()).sum();
-                m.bytes = m
-                    .batches
-                    .iter()
-                    .map(|(b, _)| b.get_array_memory_size())
-                    .sum();
+                m.bytes = m.batches.iter().map(|(b, _)| b.memory_size()).sum();
                 m.first_append.get_or_insert_with(Instant::now);
                 self.drained.notify_waiters();
                 metrics::counter!("sluice_sink_commit_failures_total").increment(1);
@@ -616,15 +615,15 @@ fn stream_offsets(marks: &[(Lsn, StreamMark)]) -> Vec<(String, i64)> {
 /// The memtable's batches as one; batches of an older schema than the
 /// table's (`target`, the writer's) are fitted to it first.
 fn concat(
-    batches: &[(RecordBatch, Lsn)],
+    batches: &[RecordBatch],
     target: &arrow_schema::SchemaRef,
     renames: &super::fit::Renames,
 ) -> Result<RecordBatch> {
     let schema = batches
         .first()
-        .map(|(b, _)| b.schema())
+        .map(|b| b.schema())
         .ok_or_else(|| ServerError::Internal("flush of no batches".into()))?;
-    let refs: Vec<&RecordBatch> = batches.iter().map(|(b, _)| b).collect();
+    let refs: Vec<&RecordBatch> = batches.iter().collect();
     if super::fit::all_fit(&refs, target) {
         return deltalake::arrow::compute::concat_batches(&schema, refs)
             .map_err(|e| ServerError::Internal(format!("concatenating memtable batches: {e}")));
@@ -769,6 +768,53 @@ mod tests {
             "{lead:?}"
         );
         assert!(sink.flush_lead(Duration::from_nanos(2)) <= Duration::from_nanos(1));
+    }
+
+    /// `schema`'s JSON records `texts`, as a small run of stream 1 kept as records.
+    fn record_run(schema: &TableSchema, texts: &[&'static str]) -> super::Rows {
+        let records = texts
+            .iter()
+            .zip(0..)
+            .map(|(t, offset)| (offset, bytes::Bytes::from_static(t.as_bytes())))
+            .collect();
+        super::Rows::Records(Arc::new(crate::sink::deferred::RecordRun::new(
+            Arc::new(crate::journal::plan::RecordPlan::Json),
+            Arc::new(schema.clone()),
+            records,
+            1,
+        )))
+    }
+
+    /// A small run kept as records is parsed at the flush and committed beside the
+    /// batches; one whose record the flush's parse refuses fails the flush and stays, with
+    /// every row before it, in the memtable (nothing committed, nothing dropped).
+    #[tokio::test]
+    async fn record_runs_are_parsed_at_the_flush_and_a_refused_one_keeps_every_row() {
+        let Setup {
+            dir: _dir,
+            sink,
+            schema,
+            lsn,
+            ..
+        } = Setup::new().await;
+        let run = record_run(&schema, &[r#"{"id":4}"#, r#"{"id":5}"#]);
+        sink.append_rows(KIND_RECORDS, vec![0; 16], Some(run), None)
+            .await
+            .expect("append");
+        assert_eq!(sink.flush().await.expect("flush").rows, 5);
+
+        let bad = record_run(&schema, &[r#"{"id":6}"#, r#"{"no_id":7}"#]);
+        let bad_lsn = sink
+            .append_rows(KIND_RECORDS, vec![0; 16], Some(bad), None)
+            .await
+            .expect("append");
+        let committed = sink.committed_lsn();
+        assert!(committed > lsn && bad_lsn > committed);
+        let failed = sink.flush().await.expect_err("the parse refuses");
+        assert!(failed.to_string().contains("offset 1"), "{failed}");
+        assert_eq!(sink.committed_lsn(), committed);
+        assert!(sink.has_pending().expect("pending"));
+        assert!(sink.memtable_bytes() > 0, "the run is back in the memtable");
     }
 
     /// A hand-off that fails is kept and sent again with the same files: no

@@ -340,6 +340,21 @@ impl RecordBatchBuilder {
         RecordBatch::from(StructArray::new(self.fields.clone(), arrays, None))
     }
 
+    /// Drops the rows appended since the last finish without building a batch: the
+    /// columns keep their capacity, so a builder used only to check records (their rows
+    /// are built again elsewhere) allocates nothing per record once warm.
+    pub fn clear(&mut self) {
+        self.len = 0;
+        self.weight = 0;
+        match &mut self.columns {
+            Columns::Flat(flat) | Columns::FlatRescuing(flat) => flat.clear(),
+            Columns::Nested(nested) => nested.clear(),
+        }
+        if let Some(column) = &mut self.rescued {
+            drop(column.finish());
+        }
+    }
+
     /// The Arrow schema of the batches.
     pub fn arrow_schema(&self) -> SchemaRef {
         self.arrow_schema.clone()

@@ -160,6 +160,12 @@ impl FlatColumns {
         }
     }
 
+    /// Drops every row appended since the last finish; the columns keep their capacity.
+    pub(crate) fn clear(&mut self) {
+        self.rows = 0;
+        self.rollback();
+    }
+
     /// The arrays of all rows appended since the last finish; the columns are reset.
     pub(crate) fn finish(&mut self) -> Vec<ArrayRef> {
         let rows = self.rows;

@@ -197,6 +197,14 @@ impl NestedColumns {
         }
     }
 
+    /// Drops every row appended since the last finish; the columns keep their capacity.
+    pub(crate) fn clear(&mut self) {
+        if let Some(root) = self.tree.nodes.get_mut(ROOT) {
+            root.rows = 0;
+        }
+        self.rollback();
+    }
+
     /// The arrays of all rows appended since the last finish; the columns are reset.
     pub(crate) fn finish(&mut self) -> Vec<ArrayRef> {
         if let Some(root) = self.tree.nodes.get_mut(ROOT) {
