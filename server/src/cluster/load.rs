@@ -70,7 +70,17 @@ struct Previous {
     at: Instant,
     ingress: u64,
     cpu_secs: f64,
+    /// The rates of the last report that measured them (ingress bytes/s, CPU cores).
+    rates: (f64, f64),
 }
+
+/// Rates are measured over at least this long. The process's CPU time moves in clock ticks
+/// (10 ms), so over a few milliseconds one tick reads as several cores: a pod's second
+/// report, a few ms after the one at its registration, once claimed 3–4 cores on a 2-core
+/// machine, and the router kept new streams off the new pod for that report's second. A
+/// report sooner than this repeats the last measured rates and keeps measuring from where
+/// that measurement started.
+const MIN_RATE_WINDOW: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// Turns cumulative counters into per-second rates.
 pub struct LoadSampler {
@@ -92,21 +102,32 @@ impl LoadSampler {
         let ingress = counters.ingress_total();
         let cpu_secs = process_cpu_seconds().unwrap_or(0.0);
         let mut previous = self.previous.lock().unwrap_or_else(|p| p.into_inner());
-        let (ingress_rate, cpu_cores) = match previous.as_ref() {
+        let (ingress_rate, cpu_cores) = match previous.as_mut() {
+            Some(p) if now.duration_since(p.at) < MIN_RATE_WINDOW => p.rates,
             Some(p) => {
-                let secs = now.duration_since(p.at).as_secs_f64().max(1e-3);
-                (
+                let secs = now.duration_since(p.at).as_secs_f64();
+                let rates = (
                     ingress.saturating_sub(p.ingress) as f64 / secs,
                     (cpu_secs - p.cpu_secs).max(0.0) / secs,
-                )
+                );
+                *p = Previous {
+                    at: now,
+                    ingress,
+                    cpu_secs,
+                    rates,
+                };
+                rates
             }
-            None => (0.0, 0.0),
+            None => {
+                *previous = Some(Previous {
+                    at: now,
+                    ingress,
+                    cpu_secs,
+                    rates: (0.0, 0.0),
+                });
+                (0.0, 0.0)
+            }
         };
-        *previous = Some(Previous {
-            at: now,
-            ingress,
-            cpu_secs,
-        });
         Load {
             open_streams: levels.open_streams,
             ingress_bytes_per_sec: ingress_rate,
@@ -205,9 +226,38 @@ mod tests {
         let first = sampler.sample(&counters, Levels::default());
         assert_eq!(first.ingress_bytes_per_sec, 0.0);
         counters.record_ingress(1 << 20);
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::thread::sleep(MIN_RATE_WINDOW);
         let second = sampler.sample(&counters, Levels::default());
         assert!(second.ingress_bytes_per_sec > 0.0);
+    }
+
+    /// A report right after another (the pod's first two, at its registration) repeats the
+    /// last measured rates instead of dividing a clock tick of CPU by a few milliseconds; the
+    /// next report measures from where the last measurement started, so nothing is lost.
+    #[test]
+    fn a_report_sooner_than_the_window_repeats_the_last_rates() {
+        let counters = LoadCounters::default();
+        let sampler = LoadSampler::default();
+        sampler.sample(&counters, Levels::default());
+        counters.record_ingress(1 << 20);
+        // Burn a few clock ticks of CPU inside a window far shorter than the minimum.
+        let started = Instant::now();
+        let mut x = 0u64;
+        while started.elapsed() < std::time::Duration::from_millis(30) {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        let soon = sampler.sample(&counters, Levels::default());
+        assert_eq!((soon.ingress_bytes_per_sec, soon.cpu_cores), (0.0, 0.0));
+        std::thread::sleep(MIN_RATE_WINDOW);
+        let later = sampler.sample(&counters, Levels::default());
+        let secs = started.elapsed().as_secs_f64();
+        // The MiB counted before the early report is in this one's rate.
+        assert!(
+            later.ingress_bytes_per_sec >= f64::from(1 << 20) / (secs + 0.1),
+            "{later:?}"
+        );
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        assert!(later.cpu_cores <= cores + 0.1, "{later:?}");
     }
 
     #[test]
