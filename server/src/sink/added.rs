@@ -1,9 +1,7 @@
 //! The columns the server adds after a table's own ([`AddedColumns`]), and the builder of
 //! a table's rows that has them ([`builder_for`]).
 
-use sluice_zeroparser::{RecordBatchBuilder, TableSchema};
-
-use crate::error::{Result, ServerError};
+use sluice_zeroparser::{RecordBatchBuilder, SchemaError, TableSchema};
 
 /// The columns the server adds after a table's own, in this order (each
 /// opt-in per table, recorded in its catalog entry).
@@ -18,10 +16,12 @@ pub struct AddedColumns {
 
 /// A builder for `schema`, with the `_rescued_data` column when the table keeps it (the
 /// system columns are added to its batches afterwards, see `system_columns`).
-pub fn builder_for(schema: &TableSchema, added: AddedColumns) -> Result<RecordBatchBuilder> {
+pub fn builder_for(
+    schema: &TableSchema,
+    added: AddedColumns,
+) -> Result<RecordBatchBuilder, SchemaError> {
     if !added.rescued_data {
         return Ok(RecordBatchBuilder::new(schema));
     }
     RecordBatchBuilder::with_rescued_data(schema)
-        .map_err(|e| ServerError::Internal(format!("rescued-data builder: {e}")))
 }

@@ -102,8 +102,8 @@ pub fn to_batches(rows: &[(Rows, Lsn)], added: AddedColumns) -> Result<Vec<Recor
     for (rows, _) in rows {
         let run = match rows {
             Rows::Batch(batch) => {
-                if let Some(stretch) = open.take() {
-                    stretch.finish_into(&mut out)?;
+                if let Some(mut stretch) = open.take() {
+                    stretch.finish_batch(&mut out)?;
                 }
                 out.push(batch.clone());
                 continue;
@@ -117,16 +117,16 @@ pub fn to_batches(rows: &[(Rows, Lsn)], added: AddedColumns) -> Result<Vec<Recor
                 stretch
             }
             _ => {
-                if let Some(stretch) = open.take() {
-                    stretch.finish_into(&mut out)?;
+                if let Some(mut stretch) = open.take() {
+                    stretch.finish_batch(&mut out)?;
                 }
                 open.insert(Stretch::new(&run.schema, added)?)
             }
         };
         stretch.append(run, &mut out)?;
     }
-    if let Some(stretch) = open {
-        stretch.finish_into(&mut out)?;
+    if let Some(mut stretch) = open {
+        stretch.finish_batch(&mut out)?;
     }
     Ok(out)
 }
@@ -143,7 +143,8 @@ impl Stretch {
     fn new(schema: &Arc<TableSchema>, added: AddedColumns) -> Result<Stretch> {
         Ok(Stretch {
             schema: schema.clone(),
-            builder: builder_for(schema, added)?,
+            builder: builder_for(schema, added)
+                .map_err(|e| ServerError::Internal(format!("a flush's builder: {e}")))?,
             system: added.system_columns.then(SystemValues::default),
         })
     }
@@ -191,10 +192,6 @@ impl Stretch {
             out.push(batch);
         }
         Ok(())
-    }
-
-    fn finish_into(mut self, out: &mut Vec<RecordBatch>) -> Result<()> {
-        self.finish_batch(out)
     }
 }
 

@@ -77,16 +77,6 @@ impl SystemValues {
         self.offsets.push(offset);
         self.ingested_at.push(ingested_at_micros);
     }
-
-    /// Rows pushed.
-    pub fn len(&self) -> usize {
-        self.offsets.len()
-    }
-
-    /// Whether no row was pushed.
-    pub fn is_empty(&self) -> bool {
-        self.offsets.is_empty()
-    }
 }
 
 /// Appends the system columns to `batch`: row `i` came from the record at
@@ -107,10 +97,10 @@ pub fn extend(
 /// Appends the system columns to `batch`, row `i` taking `values`' row `i`.
 pub fn extend_with(batch: RecordBatch, mut values: SystemValues) -> Result<RecordBatch> {
     let rows = batch.num_rows();
-    if values.len() != rows {
+    if values.offsets.len() != rows {
         return Err(ServerError::Internal(format!(
             "system columns: {} offsets for {rows} rows",
-            values.len()
+            values.offsets.len()
         )));
     }
     let schema = extended_schema(batch.schema().as_ref());

@@ -1,8 +1,9 @@
 //! One table's memtable and its way into Delta.
 //!
 //! Streams append finished Arrow batches (or a small run's records, parsed at
-//! the flush: `deferred`) together with their WAL frame, under one lock, so the memtable always holds exactly the table's frames after
-//! `committed_lsn` (in LSN order) and `last_lsn` is the end of the newest.
+//! the flush: `deferred`) together with their WAL frame, under one lock, so
+//! the memtable always holds exactly the table's frames after `committed_lsn`
+//! (in LSN order) and `last_lsn` is the end of the newest.
 //! A flush freezes the memtable, waits until the WAL is durable up to
 //! `last_lsn` (so Delta never runs ahead of the log), writes Parquet (zstd)
 //! *without committing* and hands the files off to the table's committer
@@ -50,6 +51,21 @@ struct Memtable {
     /// Files written and handed off without an answer (failed or lost): sent
     /// again, unchanged, before anything newer.
     staged: Option<Staged>,
+}
+
+impl Memtable {
+    /// Adds `rows` (their frame ending at `lsn`) and counts them; returns whether the
+    /// memtable was empty before.
+    fn push(&mut self, rows: Rows, lsn: Lsn) -> bool {
+        let was_empty = self.batches.is_empty();
+        if was_empty {
+            self.first_append = Some(Instant::now());
+        }
+        self.rows += rows.num_rows();
+        self.bytes += rows.memory_size();
+        self.batches.push((rows, lsn));
+        was_empty
+    }
 }
 
 /// A hand-off waiting to be sent again, with its row count.
@@ -337,15 +353,9 @@ impl TableSink {
         let mut m = self.lock()?;
         let lsn = self.wal.append(reservation, kind, payload)?;
         if let Some(rows) = rows.filter(|r| r.num_rows() > 0) {
-            let was_empty = m.batches.is_empty();
-            m.rows += rows.num_rows();
-            m.bytes += rows.memory_size();
-            m.batches.push((rows, lsn));
+            let was_empty = m.push(rows, lsn);
             m.marks.extend(mark.map(|mark| (lsn, mark)));
             m.last_lsn = lsn;
-            if was_empty {
-                m.first_append = Some(Instant::now());
-            }
             if was_empty || m.bytes >= self.flush_bytes {
                 self.wake.notify_one();
             }
@@ -363,12 +373,7 @@ impl TableSink {
     ) -> Result<()> {
         let mut m = self.lock()?;
         m.marks.extend(mark.map(|mark| (end_lsn, mark)));
-        if m.batches.is_empty() {
-            m.first_append = Some(Instant::now());
-        }
-        m.rows += batch.num_rows();
-        m.bytes += batch.get_array_memory_size();
-        m.batches.push((batch.into(), end_lsn));
+        m.push(batch.into(), end_lsn);
         m.last_lsn = m.last_lsn.max(end_lsn);
         Ok(())
     }
