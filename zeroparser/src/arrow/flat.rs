@@ -284,7 +284,7 @@ impl RowWriter<'_> {
 
 impl<'a> Visitor<'a> for RowWriter<'_> {
     // A flat table's plan has no repeated fields.
-    const REPEATED: bool = false;
+    const NESTED: bool = false;
 
     super::leaf::leaf_visitor_writes!('a);
 

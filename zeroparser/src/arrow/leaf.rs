@@ -10,13 +10,12 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use arrow_array::{
-    new_null_array, ArrayRef, BinaryArray, BooleanArray, Date32Array, Float32Array, Float64Array,
-    Int16Array, Int32Array, Int64Array, Int8Array, StringArray, TimestampMicrosecondArray,
+    ArrayRef, BinaryArray, BooleanArray, Date32Array, Float32Array, Float64Array, Int16Array,
+    Int32Array, Int64Array, Int8Array, StringArray, TimestampMicrosecondArray,
 };
 use arrow_buffer::{
     BooleanBuffer, BooleanBufferBuilder, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer,
 };
-use arrow_schema::DataType;
 
 /// The typed singular-field methods of a proto [`Visitor`](crate::proto::Visitor) that
 /// writes leaf columns through its own `write(slot, push)` (`push` returns `false` when the
@@ -390,18 +389,49 @@ impl Data {
             }
             Data::Utf8 { offsets, bytes } => {
                 let (offsets, data) = take_bytes(offsets, bytes);
-                let len = offsets.len() - 1;
-                match StringArray::try_new(offsets, data, nulls) {
-                    Ok(array) => Arc::new(array),
-                    // Unreachable: every string was checked as UTF-8 when decoded.
-                    Err(_) => new_null_array(&DataType::Utf8, len),
-                }
+                Arc::new(string_array(offsets, data, nulls))
             }
             Data::Binary { offsets, bytes } => {
                 let (offsets, data) = take_bytes(offsets, bytes);
                 Arc::new(BinaryArray::new(offsets, data, nulls))
             }
         }
+    }
+}
+
+/// The STRING array of a [`Data::Utf8`] column's offsets and bytes, without validating its
+/// UTF-8 a second time when the column's invariant holds (it always does; checked anyway):
+/// every value was appended as a whole `&str` (`push`, `push_str`, `push_value`) or is
+/// empty (`push_default`), and `truncate` cuts bytes and offsets at the same row boundary,
+/// so the bytes are whole strings end to end and every offset ends one. The only way an
+/// offset could be wrong is a column past `i32::MAX` bytes (`next_offset` saturates; then
+/// the last offset is `i32::MAX` and the column at least as long), which the check below
+/// sends to arrow's validating constructor, as it does a null buffer of another length
+/// (which the callers never make). Arrow's own `StringBuilder` skips the second
+/// validation the same way; on rows of one 1 KB string it was a quarter of the instructions.
+fn string_array(
+    offsets: OffsetBuffer<i32>,
+    data: Buffer,
+    nulls: Option<NullBuffer>,
+) -> StringArray {
+    let whole = offsets
+        .last()
+        .is_some_and(|&end| usize::try_from(end).is_ok_and(|end| end == data.len()))
+        && data.len() < i32::MAX as usize
+        && nulls.as_ref().is_none_or(|n| n.len() == offsets.len() - 1);
+    debug_assert!(std::str::from_utf8(data.as_slice()).is_ok());
+    if whole {
+        // SAFETY: `try_new` would not fail: the offsets are non-decreasing from 0 (an
+        // `OffsetBuffer`) and end at the buffer's end, the null buffer (if any) has one bit
+        // per string, and each offset ends a whole `&str` appended to the buffer, so every
+        // slice between two offsets is valid UTF-8.
+        return unsafe { StringArray::new_unchecked(offsets, data, nulls) };
+    }
+    let len = offsets.len() - 1;
+    match StringArray::try_new(offsets, data, nulls) {
+        Ok(array) => array,
+        // Unreachable: every string was checked as UTF-8 when decoded.
+        Err(_) => StringArray::new_null(len),
     }
 }
 
@@ -494,5 +524,57 @@ impl LeafColumn {
         };
         self.len = 0;
         self.data.finish(nulls, rows)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow_array::Array;
+
+    use super::*;
+
+    fn offsets(ends: &[i32]) -> OffsetBuffer<i32> {
+        OffsetBuffer::new(ScalarBuffer::from(ends.to_vec()))
+    }
+
+    #[test]
+    fn strings_are_finished_unchecked_only_when_the_column_is_whole() {
+        // A column as the leaves make it: whole strings end to end, a null row.
+        let mut column = LeafColumn::new(&ColumnType::String).expect("a leaf");
+        column.push_with(|data| data.push_str("héllo"));
+        column.push_null();
+        column.push_with(|data| data.push_str(""));
+        column.push_with(|data| data.push_str("x"));
+        column.push_with(|data| data.push_str("dropped"));
+        column.truncate(4);
+        let array = column.finish(4);
+        let strings = array
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .expect("STRING");
+        let rows: Vec<_> = strings.iter().collect();
+        assert_eq!(rows, [Some("héllo"), None, Some(""), Some("x")]);
+
+        // Offsets that stop short of the bytes (here inside a character), or a null buffer
+        // of another length: arrow's own constructor decides (and refuses), never the
+        // unchecked one.
+        let split = string_array(
+            offsets(&[0, 1]),
+            Buffer::from_vec("é".as_bytes().to_vec()),
+            None,
+        );
+        assert_eq!((split.len(), split.null_count()), (1, 1));
+        let prefix = string_array(offsets(&[0, 2]), Buffer::from_vec(b"abc".to_vec()), None);
+        assert_eq!(prefix.iter().collect::<Vec<_>>(), [Some("ab")]);
+        let nulls = NullBuffer::new(BooleanBuffer::from(vec![true, false, true]));
+        let mismatched = string_array(
+            offsets(&[0, 3]),
+            Buffer::from_vec(b"abc".to_vec()),
+            Some(nulls),
+        );
+        assert_eq!((mismatched.len(), mismatched.null_count()), (1, 1));
+        // The same inputs made whole take the unchecked path and keep their values.
+        let whole = string_array(offsets(&[0, 1, 3]), Buffer::from_vec(b"abc".to_vec()), None);
+        assert_eq!(whole.iter().collect::<Vec<_>>(), [Some("a"), Some("bc")]);
     }
 }

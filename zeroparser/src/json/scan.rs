@@ -49,11 +49,18 @@ fn zero_bytes(word: u64) -> u64 {
     word.wrapping_sub(ONES) & !word & HIGHS
 }
 
+/// Bytes of a string looked at inline, 16 a round, before the rest is searched with
+/// `memchr2` (whose call and set-up cost more than the inline rounds on short strings).
+const INLINE_PLAIN: usize = 64;
+
 /// The first index from `i` whose byte may end a plain run of a string (`"`, `\` or a
-/// control character), eight bytes at a time; the caller looks at that byte itself.
+/// control character); the caller looks at that byte itself. The first [`INLINE_PLAIN`]
+/// bytes are looked at eight at a time inline (most strings end there); a longer string is
+/// searched for its quote or backslash with `memchr2` (vector instructions) and the run
+/// before that checked for control characters in a loop the compiler vectorizes.
 #[inline(always)]
 fn skip_plain(bytes: &[u8], mut i: usize) -> usize {
-    // Two words a round while they last (long strings), then one.
+    let inline_end = i + INLINE_PLAIN;
     while let Some(chunk) = bytes.get(i..i + 16) {
         let (low, high) = chunk.split_at(8);
         let special = special_bytes(low);
@@ -65,7 +72,16 @@ fn skip_plain(bytes: &[u8], mut i: usize) -> usize {
             return i + 8 + (special.trailing_zeros() / 8) as usize;
         }
         i += 16;
+        if i >= inline_end {
+            return skip_plain_long(bytes, i);
+        }
     }
+    skip_plain_short(bytes, i)
+}
+
+/// The last bytes of [`skip_plain`], fewer than 16: eight at a time while they last.
+#[inline(always)]
+fn skip_plain_short(bytes: &[u8], mut i: usize) -> usize {
     while let Some(chunk) = bytes.get(i..i + 8) {
         let special = special_bytes(chunk);
         if special != 0 {
@@ -74,6 +90,23 @@ fn skip_plain(bytes: &[u8], mut i: usize) -> usize {
         i += 8;
     }
     i
+}
+
+/// [`skip_plain`] past its first [`INLINE_PLAIN`] bytes.
+#[inline(never)]
+fn skip_plain_long(bytes: &[u8], i: usize) -> usize {
+    let Some(rest) = bytes.get(i..) else {
+        return i;
+    };
+    let end = memchr::memchr2(b'"', b'\\', rest).map_or(bytes.len(), |n| i + n);
+    let run = bytes.get(i..end).unwrap_or_default();
+    // The least byte of the run, with no early exit, so it vectorizes (a minimum per 16
+    // bytes); a control character is rare (the record is refused), so it is looked for only
+    // once the run holds one.
+    if run.iter().fold(u8::MAX, |least, &b| least.min(b)) < 0x20 {
+        return run.iter().position(|&b| b < 0x20).map_or(end, |n| i + n);
+    }
+    end
 }
 
 /// The high bit of each byte of the 8-byte `chunk` that may be `"`, `\\` or a control
@@ -444,15 +477,23 @@ mod tests {
         assert_eq!(s.string(), None);
         assert_eq!(Scanner::new("\"a\u{1}\"").string(), None);
         assert_eq!(Scanner::new("\"open").string(), None);
-        // Runs longer than a word, the special byte at every position of one.
-        for at in 0..40 {
-            let mut text = "x".repeat(40);
+        // Runs shorter and longer than the inline 64 bytes (longer ones take memchr), the
+        // special byte at every position of one.
+        for at in 0..150 {
+            let mut text = "x".repeat(150);
             text.insert(at, '"');
             let quoted = format!("\"{text}\"");
             assert_eq!(Scanner::new(&quoted).string().as_deref(), Some(&text[..at]));
-            let mut bad = "é".repeat(20);
+            let mut bad = "é".repeat(75);
             bad.insert(at / 2 * 2, '\u{1f}');
             assert_eq!(Scanner::new(&format!("\"{bad}\"")).string(), None, "{at}");
+            let mut escaped = "x".repeat(150);
+            escaped.insert_str(at, "\\t");
+            let expected = escaped.replace("\\t", "\t");
+            let text = format!("\"{escaped}\"");
+            assert_eq!(Scanner::new(&text).string().as_deref(), Some(&expected[..]));
+            let open = format!("\"{}", "x".repeat(at));
+            assert_eq!(Scanner::new(&open).string(), None, "{at}");
         }
     }
 }

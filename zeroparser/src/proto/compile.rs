@@ -166,6 +166,10 @@ impl<'d> Compiler<'_, 'd> {
                         FastEntry::of(scalar, field.slot)
                     }
                     FieldShape::RepeatedScalar(scalar) => FastEntry::repeated(scalar, field.slot),
+                    FieldShape::Message(_) if field.oneof.is_none() => {
+                        FastEntry::message(*index as usize, false)
+                    }
+                    FieldShape::RepeatedMessage(_) => FastEntry::message(*index as usize, true),
                     _ => FastEntry::NONE,
                 };
             }

@@ -6,8 +6,10 @@
 //! on the field's shape. Repeated fields of the same kinds have entries too: strings and bytes
 //! one element per tag, numbers and booleans as a packed run (their unpacked form, legal but
 //! rare, takes the general path); their values go to the visitor's typed element methods.
-//! Everything else (unknown fields, oneof members, range-checked integers, enums, VARIANT,
-//! messages, maps, wrong wire types) takes the general path.
+//! Message fields (singular, and repeated ones one element per tag) have entries that
+//! `proto::visit` enters itself, recursing into the field's plan. Everything else (unknown
+//! fields, oneof members, range-checked integers, enums, VARIANT, maps, wrong wire types)
+//! takes the general path.
 
 use super::kind::ProtoKind;
 use super::scalar::ScalarPlan;
@@ -16,6 +18,11 @@ use super::wire::{zigzag32, zigzag64, Reader};
 use crate::error::{DecodeError, DecodeErrorKind, WireType};
 use crate::path::Segment;
 use crate::schema::ColumnType;
+
+/// Set in the `wire` of a message field's entry: a tag's wire type (0..=7) never equals it,
+/// so the scalar fast path never takes the entry, and `proto::visit` tries message entries
+/// only after that test fails (`wire == tag & 7 | MESSAGE_WIRE`).
+pub(crate) const MESSAGE_WIRE: u8 = 0x08;
 
 /// How to read one fast field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +57,10 @@ pub(crate) enum FastOp {
     Str,
     /// bytes → BINARY.
     Bytes,
+    /// A message field (STRUCT, or an element of an ARRAY of STRUCT): `slot` is the field's
+    /// index in its `MessagePlan::fields`, `wire` has [`MESSAGE_WIRE`] set; `proto::visit`
+    /// enters it.
+    Message,
 }
 
 /// Which of the visitor's methods a fast field's values go to.
@@ -66,7 +77,8 @@ pub(crate) enum FastShape {
 /// One entry of the fast table.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct FastEntry {
-    /// The wire type bits the field must arrive with; `u8::MAX` for no fast field.
+    /// The wire type bits the field must arrive with ([`MESSAGE_WIRE`] set for a message
+    /// field); `u8::MAX` for no fast field.
     pub(crate) wire: u8,
     pub(crate) op: FastOp,
     pub(crate) shape: FastShape,
@@ -101,6 +113,21 @@ impl FastEntry {
                 shape: FastShape::Element,
                 ..entry
             }
+        }
+    }
+
+    /// The entry of a message field (not a oneof member) at `index` of its message's fields:
+    /// a singular one fills a STRUCT column, a repeated one an ARRAY of STRUCT.
+    pub(crate) fn message(index: usize, repeated: bool) -> FastEntry {
+        FastEntry {
+            wire: WireType::Len.bits() | MESSAGE_WIRE,
+            op: FastOp::Message,
+            shape: if repeated {
+                FastShape::Element
+            } else {
+                FastShape::Singular
+            },
+            slot: u32::try_from(index).unwrap_or(u32::MAX),
         }
     }
 
@@ -150,7 +177,7 @@ impl FastEntry {
         reader: &mut Reader<'a>,
         visitor: &mut V,
     ) -> Result<(), DecodeError> {
-        if !V::REPEATED || self.shape == FastShape::Singular {
+        if !V::NESTED || self.shape == FastShape::Singular {
             return self.read(reader, &mut Singular(visitor));
         }
         self.visit_repeated(reader, visitor)
@@ -212,6 +239,9 @@ impl FastEntry {
             FastOp::Bytes => sink.bytes(slot, reader.read_len_delimited()?.0),
             // Never in the table with a matching wire type; nothing to read.
             FastOp::None => {}
+            // Never here either (a message's wire has `MESSAGE_WIRE` set, and `proto::visit`
+            // enters it); were it read, its value would be skipped as an unknown field's.
+            FastOp::Message => drop(reader.read_len_delimited()?),
         }
         Ok(())
     }

@@ -11,6 +11,7 @@
 //! NULL columns are not checked here; `RecordBatchBuilder::append_proto` checks them.
 
 use super::checks::{expect_wire, nested, wrong_wire, zero};
+use super::fast::{FastEntry, FastShape, MESSAGE_WIRE};
 use super::plan::{FieldPlan, FieldShape, MapPlan, MapValuePlan, MessagePlan, ProtoPlan};
 use super::visitor::Visitor;
 use super::wire::Reader;
@@ -41,12 +42,23 @@ pub(crate) fn visit_message<'a, V: Visitor<'a>>(
     depth: usize,
 ) -> Result<(), DecodeError> {
     while !reader.is_empty() {
-        // Fast path: a short tag, a fast-table entry with the matching wire type.
+        // Fast path: a short tag, a fast-table entry with the matching wire type (a message
+        // field's entry: entered here, with the field's plan).
         if let Some((tag, len)) = reader.peek_short_tag() {
             if let Some(&entry) = plan.fast.get((tag >> 3) as usize) {
                 if u32::from(entry.wire) == tag & 7 {
                     reader.advance(len);
                     if let Err(e) = entry.visit(reader, visitor) {
+                        return Err(in_field_of(plan, tag >> 3, e));
+                    }
+                    continue;
+                }
+                if V::NESTED && u32::from(entry.wire) == (tag & 7 | u32::from(MESSAGE_WIRE)) {
+                    let tag_offset = reader.offset();
+                    reader.advance(len);
+                    if let Err(e) =
+                        visit_fast_message(plan, entry, tag_offset, reader, visitor, depth)
+                    {
                         return Err(in_field_of(plan, tag >> 3, e));
                     }
                     continue;
@@ -82,6 +94,54 @@ pub(crate) fn visit_message<'a, V: Visitor<'a>>(
     Ok(())
 }
 
+/// The message field of a fast-table entry (its tag read, wire type LEN matched): the
+/// general path's `Message` and `RepeatedMessage` arms without looking the field up. An
+/// entry that names no message field (the plan's compile makes none) is skipped as an
+/// unknown field would be.
+#[inline]
+fn visit_fast_message<'a, V: Visitor<'a>>(
+    plan: &'a MessagePlan,
+    entry: FastEntry,
+    tag_offset: usize,
+    reader: &mut Reader<'a>,
+    visitor: &mut V,
+    depth: usize,
+) -> Result<(), DecodeError> {
+    match plan.fields.get(entry.slot as usize) {
+        Some(FieldPlan {
+            slot,
+            shape: FieldShape::Message(message) | FieldShape::RepeatedMessage(message),
+            ..
+        }) => {
+            let element = entry.shape == FastShape::Element;
+            let at = (WireType::Len, tag_offset);
+            enter_message((message, *slot, element), at, reader, visitor, depth)
+        }
+        _ => reader.read_len_delimited().map(drop),
+    }
+}
+
+/// Visits one message value of field `slot` (an element of a repeated field if `element`),
+/// from the fast table or the general path alike.
+#[inline]
+fn enter_message<'a, V: Visitor<'a>>(
+    (message, slot, element): (&'a MessagePlan, usize, bool),
+    (wire, tag_offset): (WireType, usize),
+    reader: &mut Reader<'a>,
+    visitor: &mut V,
+    depth: usize,
+) -> Result<(), DecodeError> {
+    let mut sub = nested(reader, wire, tag_offset, depth)?;
+    if element {
+        visitor.begin_element(slot);
+    } else {
+        visitor.begin_message(slot);
+    }
+    visit_message(message, &mut sub, visitor, depth + 1)?;
+    visitor.end_message();
+    Ok(())
+}
+
 /// Adds the name of field `number` to an error from the fast path.
 #[cold]
 fn in_field_of(plan: &MessagePlan, number: u32, error: DecodeError) -> DecodeError {
@@ -106,10 +166,13 @@ fn visit_field<'a, V: Visitor<'a>>(
             visitor.scalar(slot, scalar.read_scalar(reader)?);
         }
         FieldShape::Message(message) => {
-            let mut sub = nested(reader, wire, tag_offset, depth)?;
-            visitor.begin_message(slot);
-            visit_message(message, &mut sub, visitor, depth + 1)?;
-            visitor.end_message();
+            enter_message(
+                (message, slot, false),
+                (wire, tag_offset),
+                reader,
+                visitor,
+                depth,
+            )?;
         }
         FieldShape::RepeatedScalar(scalar) => {
             // Error paths index elements within this occurrence of the field.
@@ -132,10 +195,13 @@ fn visit_field<'a, V: Visitor<'a>>(
             }
         }
         FieldShape::RepeatedMessage(message) => {
-            let mut sub = nested(reader, wire, tag_offset, depth)?;
-            visitor.begin_element(slot);
-            visit_message(message, &mut sub, visitor, depth + 1)?;
-            visitor.end_message();
+            enter_message(
+                (message, slot, true),
+                (wire, tag_offset),
+                reader,
+                visitor,
+                depth,
+            )?;
         }
         FieldShape::Map(map) => {
             let sub = nested(reader, wire, tag_offset, depth)?;

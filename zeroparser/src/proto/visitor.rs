@@ -8,10 +8,10 @@ use crate::value::Scalar;
 /// Receives the fields of one record from [`ProtoPlan::visit`]. `slot` is the column's
 /// position in the table schema (or in the enclosing STRUCT).
 pub trait Visitor<'a> {
-    /// Whether repeated fields may reach this visitor. A visitor that says `false` (the flat
-    /// columns: tables without ARRAY or MAP columns, whose plans have no repeated fields) gets
-    /// a decoder without the repeated fields' fast path compiled in.
-    const REPEATED: bool = true;
+    /// Whether repeated, map or message fields may reach this visitor. A visitor that says
+    /// `false` (the flat columns: tables of scalar columns only, whose plans have none of
+    /// them) gets a decoder without their fast paths compiled in.
+    const NESTED: bool = true;
 
     /// A singular scalar field.
     fn scalar(&mut self, slot: usize, value: Scalar<'a>);
