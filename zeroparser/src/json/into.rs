@@ -17,7 +17,7 @@ use super::scan::{Number, Scanner};
 use std::borrow::Cow;
 
 use crate::schema::ColumnType;
-use crate::value::{int_value, Value};
+use crate::value::Value;
 
 /// The node of the record (its columns are its children).
 pub(crate) const RECORD: usize = 0;
@@ -196,14 +196,20 @@ fn write_scalar<S: JsonSink>(
             ColumnType::TinyInt | ColumnType::SmallInt | ColumnType::Int | ColumnType::BigInt,
             b'-' | b'0'..=b'9',
         ) => {
+            // Out of range is only a signal here (the value-tree decode names the error),
+            // so the bounds are checked inline in i64 rather than through `int_value`.
             let value = match scanner.number()? {
-                Number::Unsigned(n) => int_value(i128::from(n), target).ok()?,
-                Number::Negative(n) => int_value(i128::from(n), target).ok()?,
+                Number::Unsigned(n) => i64::try_from(n).ok()?,
+                Number::Negative(n) => n,
                 Number::Double(v) => match double_value(target, v).ok()? {
                     Value::Int(i) => i,
                     _ => return None,
                 },
             };
+            let (min, max) = target.int_range()?;
+            if value < min || value > max {
+                return None;
+            }
             if element {
                 sink.push_int(node, value);
             } else {
