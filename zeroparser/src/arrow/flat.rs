@@ -218,22 +218,17 @@ impl JsonSink for JsonWriter<'_> {
 
     #[inline(always)]
     fn set_str(&mut self, node: usize, text: &str) {
-        match node.checked_sub(1).and_then(|i| self.columns.get_mut(i)) {
-            Some(column) => {
-                column.write(self.rows, |data| data.push_str(text));
-            }
-            None => self.failed = true,
-        }
+        self.write_leaf(node, |data| data.push_str(text));
     }
 
     #[inline(always)]
     fn set_int(&mut self, node: usize, value: i64) {
-        match node.checked_sub(1).and_then(|i| self.columns.get_mut(i)) {
-            Some(column) => {
-                column.write(self.rows, |data| data.push_int(value));
-            }
-            None => self.failed = true,
-        }
+        self.write_leaf(node, |data| data.push_int(value));
+    }
+
+    #[inline(always)]
+    fn set_double(&mut self, node: usize, value: f64) {
+        self.write_leaf(node, |data| data.push_double(value));
     }
 
     // No containers: never called for a flat table's plan.
@@ -248,6 +243,19 @@ impl JsonSink for JsonWriter<'_> {
     }
     fn commit(&mut self, _: usize) {
         self.failed = true;
+    }
+}
+
+impl JsonWriter<'_> {
+    /// Writes the open row of column `node` with `push` (see `LeafColumn::write`).
+    #[inline(always)]
+    fn write_leaf(&mut self, node: usize, push: impl FnOnce(&mut Data) -> bool) {
+        match node.checked_sub(1).and_then(|i| self.columns.get_mut(i)) {
+            Some(column) => {
+                column.write(self.rows, push);
+            }
+            None => self.failed = true,
+        }
     }
 }
 

@@ -283,12 +283,14 @@ impl Data {
                 let Some(text) = bytes.get(start..end) else {
                     return 0;
                 };
-                // The length and the first and last (up to) 8 bytes.
-                let word = |part: &[u8]| {
-                    let mut buf = [0u8; 8];
-                    let n = part.len().min(8);
-                    buf[..n].copy_from_slice(&part[..n]);
-                    u64::from_le_bytes(buf)
+                // The length and the first and last (up to) 8 bytes: a whole word loaded as
+                // one, a shorter key byte by byte (not a `memcpy` call for a few bytes).
+                let word = |part: &[u8]| match part.first_chunk::<8>() {
+                    Some(whole) => u64::from_le_bytes(*whole),
+                    None => part
+                        .iter()
+                        .rev()
+                        .fold(0u64, |word, &b| (word << 8) | u64::from(b)),
                 };
                 let head = word(text);
                 let tail = word(&text[text.len().saturating_sub(8)..]);
@@ -576,5 +578,37 @@ mod tests {
         // The same inputs made whole take the unchecked path and keep their values.
         let whole = string_array(offsets(&[0, 1, 3]), Buffer::from_vec(b"abc".to_vec()), None);
         assert_eq!(whole.iter().collect::<Vec<_>>(), [Some("a"), Some("bc")]);
+    }
+
+    #[test]
+    fn string_keys_that_are_the_same_hash_alike_and_spread_over_the_filter() {
+        // Keys of every length around the 8-byte word, each twice, apart.
+        let keys: Vec<String> = (0..20)
+            .map(|n| {
+                (0..n)
+                    .map(|i| char::from(b'a' + (i * 7 + n) as u8 % 26))
+                    .collect()
+            })
+            .collect();
+        let mut data = Data::new(&ColumnType::String).expect("a STRING column");
+        for key in keys.iter().chain(&keys) {
+            assert!(data.push_str(key));
+        }
+        let n = keys.len();
+        let mut hashes = std::collections::HashSet::new();
+        for (row, key) in keys.iter().enumerate() {
+            assert!(data.same(row, row + n));
+            assert_eq!(data.key_hash(row), data.key_hash(row + n), "{key:?}");
+            hashes.insert(data.key_hash(row));
+        }
+        // Not one value for all (a filter that always hits would still be correct, only slow).
+        assert!(hashes.len() > n / 2, "{hashes:?}");
+        // One byte apart, first or last, in a longer key: a different hash here.
+        assert!(data.push_str("abcdefghijklmnopq") && data.push_str("abcdefghijklmnopr"));
+        assert!(data.push_str("xbcdefghijklmnopq"));
+        let last = 2 * n;
+        assert!(!data.same(last, last + 1));
+        assert_ne!(data.key_hash(last), data.key_hash(last + 1));
+        assert_ne!(data.key_hash(last), data.key_hash(last + 2));
     }
 }

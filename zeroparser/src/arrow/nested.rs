@@ -298,12 +298,30 @@ impl JsonSink for JsonWriter<'_> {
         self.push_leaf(node, |data| data.push_int(value));
     }
 
+    #[inline(always)]
+    fn set_double(&mut self, node: usize, value: f64) {
+        self.write_leaf(node, |data| data.push_double(value));
+    }
+
+    #[inline(always)]
+    fn push_double(&mut self, node: usize, value: f64) {
+        self.push_leaf(node, |data| data.push_double(value));
+    }
+
     fn push_key(&mut self, map: usize, key: &Value<'_>) {
         let key_node = self.tree.child(map, 0);
         self.push(key_node, key);
-        if self.tree.key_repeats(map, MAX_SCANNED_ENTRIES) {
-            self.failed = true;
-        }
+        self.check_key(map);
+    }
+
+    #[inline(always)]
+    fn push_key_str(&mut self, map: usize, text: &str) {
+        self.push_key_with(map, |data| data.push_str(text));
+    }
+
+    #[inline(always)]
+    fn push_key_int(&mut self, map: usize, value: i64) {
+        self.push_key_with(map, |data| data.push_int(value));
     }
 
     fn clear(&mut self, node: usize) {
@@ -323,6 +341,23 @@ impl JsonSink for JsonWriter<'_> {
 }
 
 impl JsonWriter<'_> {
+    /// Commits the next key of map `map` with `push` and checks it (see [`Self::check_key`]).
+    #[inline(always)]
+    fn push_key_with(&mut self, map: usize, push: impl FnOnce(&mut Data) -> bool) {
+        let key_node = self.tree.child(map, 0);
+        self.push_leaf(key_node, push);
+        self.check_key(map);
+    }
+
+    /// Fails the record if the key map `map` committed last repeats one of its open row's
+    /// (the value tree keeps the first position with the last value) or the row is too long.
+    #[inline(always)]
+    fn check_key(&mut self, map: usize) {
+        if self.tree.key_repeats(map, MAX_SCANNED_ENTRIES) {
+            self.failed = true;
+        }
+    }
+
     /// Writes the open row of leaf `node` with `push` (see [`Tree::write_leaf`]).
     #[inline(always)]
     fn write_leaf(&mut self, node: usize, push: impl FnOnce(&mut Data) -> bool) {

@@ -55,6 +55,22 @@ pub(crate) trait JsonSink {
     fn push_int(&mut self, node: usize, value: i64) {
         self.push(node, &Value::Int(value));
     }
+    /// [`set`](Self::set) of a DOUBLE, without building a [`Value`].
+    fn set_double(&mut self, node: usize, value: f64) {
+        self.set(node, &Value::Double(value));
+    }
+    /// [`push`](Self::push) of a DOUBLE, without building a [`Value`].
+    fn push_double(&mut self, node: usize, value: f64) {
+        self.push(node, &Value::Double(value));
+    }
+    /// [`push_key`](Self::push_key) of a STRING key, without building a [`Value`].
+    fn push_key_str(&mut self, map: usize, text: &str) {
+        self.push_key(map, &Value::Str(Cow::Borrowed(text)));
+    }
+    /// [`push_key`](Self::push_key) of an integer key, without building a [`Value`].
+    fn push_key_int(&mut self, map: usize, value: i64) {
+        self.push_key(map, &Value::Int(value));
+    }
 }
 
 /// Decodes `record` into `sink`; `None` if anything failed (see the module doc).
@@ -156,8 +172,7 @@ fn value<S: JsonSink>(
             if !scanner.empty(b'}')? {
                 loop {
                     let text = scanner.string()?;
-                    let key = key_value(key.as_ref(), text).ok()?;
-                    sink.push_key(node, &key);
+                    write_key(key.as_ref(), text, node, sink)?;
                     scanner.eat(b':')?;
                     value(item, value_node, true, sink, scanner)?;
                     if !scanner.more(b'}')? {
@@ -192,6 +207,19 @@ fn write_scalar<S: JsonSink>(
                 sink.set_str(node, &text);
             }
         }
+        (ColumnType::Double, b'-' | b'0'..=b'9') => {
+            // As `integer_value` and `double_value` convert for DOUBLE.
+            let value = match scanner.number()? {
+                Number::Unsigned(n) => n as f64,
+                Number::Negative(n) => n as f64,
+                Number::Double(v) => v,
+            };
+            if element {
+                sink.push_double(node, value);
+            } else {
+                sink.set_double(node, value);
+            }
+        }
         (
             ColumnType::TinyInt | ColumnType::SmallInt | ColumnType::Int | ColumnType::BigInt,
             b'-' | b'0'..=b'9',
@@ -224,6 +252,36 @@ fn write_scalar<S: JsonSink>(
                 sink.set(node, &value);
             }
         }
+    }
+    Some(())
+}
+
+/// Commits object key `text` as the next key of map `node`: STRING and integer keys without
+/// building a [`Value`] (an integer key as `string_value` parses it: `i64` holds every
+/// integer column's range), others through `key_value`.
+#[inline(always)]
+fn write_key<S: JsonSink>(
+    target: Option<&ColumnType>,
+    text: Cow<'_, str>,
+    node: usize,
+    sink: &mut S,
+) -> Option<()> {
+    match target {
+        Some(ColumnType::String) => sink.push_key_str(node, &text),
+        Some(
+            target @ (ColumnType::TinyInt
+            | ColumnType::SmallInt
+            | ColumnType::Int
+            | ColumnType::BigInt),
+        ) => {
+            let value = text.parse::<i64>().ok()?;
+            let (min, max) = target.int_range()?;
+            if value < min || value > max {
+                return None;
+            }
+            sink.push_key_int(node, value);
+        }
+        _ => sink.push_key(node, &key_value(target, text).ok()?),
     }
     Some(())
 }

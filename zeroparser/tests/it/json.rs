@@ -235,6 +235,54 @@ fn map_keys_are_converted_to_the_key_type() {
 }
 
 #[test]
+fn integer_map_keys_and_double_values_take_the_one_pass_with_the_value_trees_results() {
+    let schema = TableSchema::parse(
+        "id BIGINT NOT NULL, m MAP<TINYINT, DOUBLE>, l ARRAY<DOUBLE>, \
+         s MAP<STRING, DOUBLE NOT NULL>, d DOUBLE",
+    )
+    .expect("schema parses");
+    let mut builder = RecordBatchBuilder::new(&schema);
+    builder
+        .append_json(
+            r#"{"id": 1, "m": {"-128": 1, "127": -2.5, "+5": 18446744073709551615},
+                "l": [0, 1e3, -9007199254740993, null], "s": {"a": 1, "b": -1}, "d": 4}"#,
+        )
+        .expect("record decodes");
+    assert_eq!(builder.json_records_via_value_tree(), 0, "one pass");
+    // Out of TINYINT's range: the value-tree decode names it, and the builder is unchanged.
+    let error = builder
+        .append_json(r#"{"id": 2, "m": {"128": 1.0}}"#)
+        .expect_err("128 is not a TINYINT");
+    assert!(matches!(
+        error.kind(),
+        DecodeErrorKind::OutOfRange {
+            target: "TINYINT",
+            ..
+        }
+    ));
+    assert_eq!(error.path().to_string(), "m{128}");
+    // The same key twice (as text or as number): the value tree keeps the last value.
+    builder
+        .append_json(r#"{"id": 3, "m": {"7": 1, "07": 2}, "s": {"a": 1, "a": 2}}"#)
+        .expect("repeated keys decode");
+    assert_eq!(builder.json_records_via_value_tree(), 2);
+    let rows = rows(&builder.finish());
+    assert_eq!(rows.len(), 2);
+    assert_eq!(
+        rows[0]["m"],
+        json!([[-128, 1.0], [127, -2.5], [5, 18446744073709551615.0]])
+    );
+    assert_eq!(
+        rows[0]["l"],
+        json!([0.0, 1000.0, -9007199254740992.0, null])
+    );
+    assert_eq!(rows[0]["s"], json!([["a", 1.0], ["b", -1.0]]));
+    assert_eq!(rows[0]["d"], json!(4.0));
+    assert_eq!(rows[1]["m"], json!([[7, 2.0]]));
+    assert_eq!(rows[1]["s"], json!([["a", 2.0]]));
+}
+
+#[test]
 fn a_null_or_absent_not_null_column_is_rejected() {
     let error = error(r#"{"device": "x"}"#);
     assert_eq!(error.kind(), &DecodeErrorKind::NotNull);
