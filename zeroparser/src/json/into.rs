@@ -234,8 +234,7 @@ fn write_scalar<S: JsonSink>(
                     _ => return None,
                 },
             };
-            let (min, max) = target.int_range()?;
-            if value < min || value > max {
+            if !target.holds_int(value) {
                 return None;
             }
             if element {
@@ -258,7 +257,8 @@ fn write_scalar<S: JsonSink>(
 
 /// Commits object key `text` as the next key of map `node`: STRING and integer keys without
 /// building a [`Value`] (an integer key as `string_value` parses it: `i64` holds every
-/// integer column's range), others through `key_value`.
+/// integer column's range), others through `key_value`. Every key through `key_value` (an
+/// `i128` parse and a `Value`) cost 10 % more instructions on the 1 KB map row.
 #[inline(always)]
 fn write_key<S: JsonSink>(
     target: Option<&ColumnType>,
@@ -275,8 +275,7 @@ fn write_key<S: JsonSink>(
             | ColumnType::BigInt),
         ) => {
             let value = text.parse::<i64>().ok()?;
-            let (min, max) = target.int_range()?;
-            if value < min || value > max {
+            if !target.holds_int(value) {
                 return None;
             }
             sink.push_key_int(node, value);

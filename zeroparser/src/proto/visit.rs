@@ -54,14 +54,14 @@ pub(crate) fn visit_message<'a, V: Visitor<'a>>(
                     continue;
                 }
                 if V::NESTED && u32::from(entry.wire) == (tag & 7 | u32::from(MESSAGE_WIRE)) {
-                    let tag_offset = reader.offset();
-                    reader.advance(len);
-                    if let Err(e) =
-                        visit_fast_message(plan, entry, tag_offset, reader, visitor, depth)
-                    {
-                        return Err(in_field_of(plan, tag >> 3, e));
+                    if let Some(message) = fast_message(plan, entry) {
+                        let at = (WireType::Len, reader.offset());
+                        reader.advance(len);
+                        if let Err(e) = enter_message(message, at, reader, visitor, depth) {
+                            return Err(in_field_of(plan, tag >> 3, e));
+                        }
+                        continue;
                     }
-                    continue;
                 }
             }
         }
@@ -94,30 +94,19 @@ pub(crate) fn visit_message<'a, V: Visitor<'a>>(
     Ok(())
 }
 
-/// The message field of a fast-table entry (its tag read, wire type LEN matched): the
-/// general path's `Message` and `RepeatedMessage` arms without looking the field up. An
-/// entry that names no message field (the plan's compile makes none) is skipped as an
-/// unknown field would be.
+/// The message field a fast-table entry names, as [`enter_message`] takes it: the general
+/// path's `Message` and `RepeatedMessage` arms without looking the field up. `None` (an
+/// entry naming no message field, which the plan's compile never makes) leaves the field to
+/// the general path.
 #[inline]
-fn visit_fast_message<'a, V: Visitor<'a>>(
-    plan: &'a MessagePlan,
-    entry: FastEntry,
-    tag_offset: usize,
-    reader: &mut Reader<'a>,
-    visitor: &mut V,
-    depth: usize,
-) -> Result<(), DecodeError> {
+fn fast_message(plan: &MessagePlan, entry: FastEntry) -> Option<(&MessagePlan, usize, bool)> {
     match plan.fields.get(entry.slot as usize) {
         Some(FieldPlan {
             slot,
             shape: FieldShape::Message(message) | FieldShape::RepeatedMessage(message),
             ..
-        }) => {
-            let element = entry.shape == FastShape::Element;
-            let at = (WireType::Len, tag_offset);
-            enter_message((message, *slot, element), at, reader, visitor, depth)
-        }
-        _ => reader.read_len_delimited().map(drop),
+        }) => Some((message, *slot, entry.shape == FastShape::Element)),
+        _ => None,
     }
 }
 

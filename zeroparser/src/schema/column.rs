@@ -140,6 +140,15 @@ impl ColumnType {
             _ => return None,
         })
     }
+
+    /// Whether `value` lies in [`int_range`](Self::int_range) (`false` for a type with
+    /// none): the decoders' inline check, where out of range only sends the record to the
+    /// value-tree decode, whose `int_value` names the error.
+    #[inline(always)]
+    pub(crate) fn holds_int(&self, value: i64) -> bool {
+        self.int_range()
+            .is_some_and(|(min, max)| (min..=max).contains(&value))
+    }
 }
 
 /// A column, for tests.
