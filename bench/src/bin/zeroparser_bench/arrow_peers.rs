@@ -11,14 +11,15 @@ use arrow_array::builder::{
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, SchemaRef};
 use prost_reflect::{DynamicMessage, FieldDescriptor, Kind, MapKey, MessageDescriptor, Value};
-use sluice_zeroparser::{ProtoPlan, RecordBatchBuilder, TableSchema};
+use sluice_zeroparser::{ProtoPlan, RecordBatchBuilder};
 
 /// Rows per RecordBatch (a memtable flush is larger; this keeps the builders in cache).
 pub const BATCH_ROWS: usize = 8192;
 
-/// Sluice: append every record, finish a batch every [`BATCH_ROWS`].
-pub fn sluice(schema: &TableSchema, plan: &ProtoPlan, records: &[Vec<u8>]) -> usize {
-    let mut builder = RecordBatchBuilder::new(schema);
+/// Sluice: append every record into `builder`, finish a batch every [`BATCH_ROWS`]. The
+/// caller keeps one builder across passes, as the pod keeps one per stream (a finished
+/// builder keeps its columns' capacity), so a pass measures appends, not buffer regrowth.
+pub fn sluice(builder: &mut RecordBatchBuilder, plan: &ProtoPlan, records: &[Vec<u8>]) -> usize {
     let mut rows = 0;
     for chunk in records.chunks(BATCH_ROWS) {
         for bytes in chunk {

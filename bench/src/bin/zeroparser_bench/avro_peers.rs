@@ -158,9 +158,10 @@ fn value(t: &ColumnType, v: &Json) -> Option<Avro> {
     })
 }
 
-/// Sluice: every datum into Arrow, [`BATCH_ROWS`] rows per batch; returns the rows.
-pub fn sluice(table: &TableSchema, plan: &AvroPlan, datums: &[Vec<u8>]) -> usize {
-    let mut builder = RecordBatchBuilder::new(table);
+/// Sluice: every datum into Arrow through `builder` (kept across passes, see
+/// [`arrow_peers::sluice`](crate::arrow_peers::sluice)), [`BATCH_ROWS`] rows per batch;
+/// returns the rows.
+pub fn sluice(builder: &mut RecordBatchBuilder, plan: &AvroPlan, datums: &[Vec<u8>]) -> usize {
     let mut rows = 0;
     for chunk in datums.chunks(BATCH_ROWS) {
         for datum in chunk {

@@ -8,7 +8,7 @@ use std::hint::black_box;
 use arrow_schema::SchemaRef;
 use prost_reflect::{DynamicMessage, Kind, MapKey, MessageDescriptor, ReflectMessage, Value};
 use serde_json::{json, Map, Value as Json};
-use sluice_zeroparser::{RecordBatchBuilder, TableSchema};
+use sluice_zeroparser::RecordBatchBuilder;
 
 use crate::arrow_peers::BATCH_ROWS;
 
@@ -90,10 +90,11 @@ fn value_json(value: &Value, kind: &Kind) -> Option<Json> {
     })
 }
 
-/// Sluice: `append_json` per row, finish a batch every [`BATCH_ROWS`]; rows decoded
-/// (a rejected row counts a million, so a failing decoder cannot look fast).
-pub fn sluice(schema: &TableSchema, rows: &[String]) -> usize {
-    let mut builder = RecordBatchBuilder::new(schema);
+/// Sluice: `append_json` per row into `builder` (kept across passes, see
+/// [`arrow_peers::sluice`](crate::arrow_peers::sluice)), finish a batch every
+/// [`BATCH_ROWS`]; rows decoded (a rejected row counts a million, so a failing decoder
+/// cannot look fast).
+pub fn sluice(builder: &mut RecordBatchBuilder, rows: &[String]) -> usize {
     let mut count = 0;
     for chunk in rows.chunks(BATCH_ROWS) {
         for row in chunk {
@@ -106,16 +107,12 @@ pub fn sluice(schema: &TableSchema, rows: &[String]) -> usize {
     count
 }
 
-/// arrow-json: one decoder per batch of newline-delimited rows, the same Arrow schema.
-pub fn arrow_json(schema: &SchemaRef, batches: &[String]) -> usize {
+/// arrow-json: `decoder` (one per workload, built with the same Arrow schema and
+/// [`BATCH_ROWS`], kept across passes like Sluice's builder) decodes each batch of
+/// newline-delimited rows and flushes it.
+pub fn arrow_json(decoder: &mut arrow_json::reader::Decoder, batches: &[String]) -> usize {
     let mut count = 0;
     for text in batches {
-        let Ok(mut decoder) = arrow_json::ReaderBuilder::new(schema.clone())
-            .with_batch_size(BATCH_ROWS)
-            .build_decoder()
-        else {
-            return 0;
-        };
         if decoder.decode(text.as_bytes()).is_err() {
             return 0;
         }
@@ -125,4 +122,11 @@ pub fn arrow_json(schema: &SchemaRef, batches: &[String]) -> usize {
         }
     }
     count
+}
+
+/// The arrow-json decoder [`arrow_json`] takes: `schema`, batches of [`BATCH_ROWS`].
+pub fn arrow_json_decoder(schema: &SchemaRef) -> anyhow::Result<arrow_json::reader::Decoder> {
+    Ok(arrow_json::ReaderBuilder::new(schema.clone())
+        .with_batch_size(BATCH_ROWS)
+        .build_decoder()?)
 }

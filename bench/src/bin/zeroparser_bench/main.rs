@@ -44,7 +44,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use databricks_zerobus_ingest_sdk::zeroparser::MessageRegistry;
 use sluice_bench::table::Table;
-use sluice_zeroparser::{AvroPlan, ProtoPlan, TableSchema};
+use sluice_zeroparser::{AvroPlan, ProtoPlan, RecordBatchBuilder, TableSchema};
 
 use crate::timing::{median_mb_per_s, Plan};
 use crate::workloads::Workload;
@@ -148,7 +148,7 @@ fn check(workload: &Workload, c: &Compiled) -> anyhow::Result<()> {
     let sluice_ok = records
         .iter()
         .all(|r| c.plan.visit(r, &mut NoVisit).is_ok());
-    let rows = arrow_peers::sluice(&c.schema, &c.plan, records);
+    let rows = arrow_peers::sluice(&mut RecordBatchBuilder::new(&c.schema), &c.plan, records);
     let reflect_rows =
         arrow_peers::prost_reflect(&workload.descriptor, &c.schema.arrow_schema(), records);
     if !official_ok || !sluice_ok || rows != n || reflect_rows != n {
@@ -271,8 +271,9 @@ fn main() -> anyhow::Result<()> {
                 records,
             ));
         });
+        let mut builder = RecordBatchBuilder::new(&c.schema);
         let sluice_arrow = measure(&args, "sluice-arrow", bytes, || {
-            std::hint::black_box(arrow_peers::sluice(&c.schema, &c.plan, records));
+            std::hint::black_box(arrow_peers::sluice(&mut builder, &c.plan, records));
         });
         let lists = workload.message == workloads::Message::TelemetryList;
         goals.proto(workload.name, lists, prost, sluice_arrow, sluice);
@@ -293,16 +294,17 @@ fn main() -> anyhow::Result<()> {
         if let Some(rows) = json_peers::rows(&workload.descriptor, records) {
             let batches = json_peers::ndjson_batches(&rows);
             let json_bytes: usize = rows.iter().map(String::len).sum();
-            if json_peers::sluice(&c.schema, &rows) != rows.len()
-                || json_peers::arrow_json(&arrow_schema, &batches) != rows.len()
+            let mut decoder = json_peers::arrow_json_decoder(&arrow_schema)?;
+            if json_peers::sluice(&mut builder, &rows) != rows.len()
+                || json_peers::arrow_json(&mut decoder, &batches) != rows.len()
             {
                 bail!("{}: a JSON decoder rejected a row", workload.name);
             }
             let arrow_json = measure(&args, "arrow-json", json_bytes, || {
-                std::hint::black_box(json_peers::arrow_json(&arrow_schema, &batches));
+                std::hint::black_box(json_peers::arrow_json(&mut decoder, &batches));
             });
             let sluice_json = measure(&args, "sluice-json", json_bytes, || {
-                std::hint::black_box(json_peers::sluice(&c.schema, &rows));
+                std::hint::black_box(json_peers::sluice(&mut builder, &rows));
             });
             goals.json(workload.name, arrow_json, sluice_json);
             json_table.row(vec![
@@ -317,7 +319,7 @@ fn main() -> anyhow::Result<()> {
                     .with_context(|| format!("{}: Avro schema", workload.name))?;
                 let datums = &avro.datums;
                 let avro_bytes: usize = datums.iter().map(Vec::len).sum();
-                if avro_peers::sluice(&c.schema, &plan, datums) != datums.len()
+                if avro_peers::sluice(&mut builder, &plan, datums) != datums.len()
                     || avro_peers::apache(&avro.schema, datums) != datums.len()
                 {
                     bail!("{}: an Avro decoder rejected a datum", workload.name);
@@ -326,7 +328,7 @@ fn main() -> anyhow::Result<()> {
                     std::hint::black_box(avro_peers::apache(&avro.schema, datums));
                 });
                 let sluice_avro = measure(&args, "sluice-avro", avro_bytes, || {
-                    std::hint::black_box(avro_peers::sluice(&c.schema, &plan, datums));
+                    std::hint::black_box(avro_peers::sluice(&mut builder, &plan, datums));
                 });
                 let per_row = avro_bytes as f64 / datums.len().max(1) as f64;
                 let avro_rows = sluice_avro * 1e6 / per_row;
