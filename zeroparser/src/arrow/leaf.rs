@@ -253,7 +253,7 @@ impl Data {
             Data::Bool(v) => eq(v, a, b),
             Data::Utf8 { offsets, bytes } | Data::Binary { offsets, bytes } => {
                 match (span(offsets, bytes, a), span(offsets, bytes, b)) {
-                    (Some(x), Some(y)) => x == y,
+                    (Some(x), Some(y)) => same_bytes(x, y),
                     _ => false,
                 }
             }
@@ -529,6 +529,23 @@ impl LeafColumn {
     }
 }
 
+/// `x == y` for map keys: keys of 8 to 16 bytes (most keys) are compared as their first and
+/// last words, inline; a key that differs there (most pairs of distinct keys) costs no
+/// `memcmp` call either.
+#[inline]
+fn same_bytes(x: &[u8], y: &[u8]) -> bool {
+    if x.len() != y.len() {
+        return false;
+    }
+    let word = |part: &[u8]| part.first_chunk::<8>().map(|w| u64::from_le_bytes(*w));
+    let tail = |part: &[u8]| word(&part[part.len().saturating_sub(8)..]);
+    match (word(x), word(y)) {
+        (Some(a), Some(b)) if a != b || tail(x) != tail(y) => false,
+        (Some(_), Some(_)) if x.len() <= 16 => true,
+        _ => x == y,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use arrow_array::Array;
@@ -610,5 +627,20 @@ mod tests {
         assert!(!data.same(last, last + 1));
         assert_ne!(data.key_hash(last), data.key_hash(last + 1));
         assert_ne!(data.key_hash(last), data.key_hash(last + 2));
+    }
+
+    #[test]
+    fn keys_are_the_same_only_when_every_byte_is() {
+        for len in 0..40usize {
+            let key: Vec<u8> = (0..len).map(|i| b'a' + (i % 26) as u8).collect();
+            assert!(same_bytes(&key, &key.clone()), "len {len}");
+            for at in 0..len {
+                let mut other = key.clone();
+                other[at] ^= 0x20;
+                assert!(!same_bytes(&key, &other), "len {len}, byte {at}");
+            }
+            let longer = [key.as_slice(), b"a"].concat();
+            assert!(!same_bytes(&key, &longer), "len {len} against {}", len + 1);
+        }
     }
 }

@@ -215,22 +215,14 @@ impl Tree {
     /// ones only when its hash hits the open row's filter of them, so a row of distinct
     /// keys costs a few comparisons and one hash per key rather than a scan per key.
     pub(super) fn key_repeats(&mut self, id: usize, max: usize) -> bool {
-        let Some(Kind::Map {
-            key, offsets, seen, ..
-        }) = self.nodes.get(id).map(|n| &n.kind)
-        else {
+        let Some(Kind::Map { key, offsets, .. }) = self.nodes.get(id).map(|n| &n.kind) else {
             return false;
         };
-        let (key, mut filter) = (*key, *seen);
+        let key = *key;
         let start = offsets
             .last()
             .map_or(0, |&o| usize::try_from(o).unwrap_or(0));
-        let Some(Node {
-            rows,
-            kind: Kind::Leaf(column),
-            ..
-        }) = self.nodes.get(key)
-        else {
+        let Some((rows, data)) = self.leaf(key) else {
             return false;
         };
         let last = rows.saturating_sub(1);
@@ -241,27 +233,41 @@ impl Tree {
         // The first few keys of a row are compared directly (cheaper than hashing for the
         // short maps most rows hold); the filter holds the later ones.
         let scanned = last.min(start + SCANNED_KEYS);
-        if (start..scanned).any(|i| column.data.same(i, last)) {
+        if (start..scanned).any(|i| data.same(i, last)) {
             return true;
         }
         if last < start + SCANNED_KEYS {
             return false;
         }
-        let hash = column.data.key_hash(last);
+        let hash = data.key_hash(last);
+        // Test and set the one filter word in place: copying the whole filter out and back
+        // (as this did) read it back whole over a one-word store, a store-forwarding stall
+        // that cost a third of this function's time on maps ~1 KB.
         let (word, bit) = (usize::from(hash >> 6), 1u64 << (hash & 63));
-        let hit = filter.get(word).is_some_and(|w| w & bit != 0);
-        let repeats = hit && (scanned..last).any(|i| column.data.same(i, last));
-        if let Some(w) = filter.get_mut(word) {
-            *w |= bit;
+        let hit = match self.nodes.get_mut(id).map(|n| &mut n.kind) {
+            Some(Kind::Map { seen, .. }) => seen.get_mut(word).is_some_and(|w| {
+                let hit = *w & bit != 0;
+                *w |= bit;
+                hit
+            }),
+            _ => false,
+        };
+        hit && self
+            .leaf(key)
+            .is_some_and(|(_, data)| (scanned..last).any(|i| data.same(i, last)))
+    }
+
+    /// The committed rows and the values of leaf `id` (`None` if `id` is not a leaf).
+    #[inline]
+    fn leaf(&self, id: usize) -> Option<(usize, &Data)> {
+        match self.nodes.get(id) {
+            Some(Node {
+                rows,
+                kind: Kind::Leaf(column),
+                ..
+            }) => Some((*rows, &column.data)),
+            _ => None,
         }
-        if let Some(Node {
-            kind: Kind::Map { seen, .. },
-            ..
-        }) = self.nodes.get_mut(id)
-        {
-            *seen = filter;
-        }
-        repeats
     }
 
     /// Writes the open row of leaf `id` with `push` (see `LeafColumn::write`); `false` if
