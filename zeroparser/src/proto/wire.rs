@@ -232,7 +232,10 @@ impl<'a> Reader<'a> {
         Ok((body, body_offset))
     }
 
-    /// A reader over a length-delimited value.
+    /// A reader over a length-delimited value. Inlined: a call returned the reader through
+    /// memory in two 8-byte stores that the caller read back as one 16-byte load, a
+    /// store-forwarding stall (a quarter of `visit_message`'s samples on structs ~200 B).
+    #[inline(always)]
     pub(crate) fn read_sub_reader(&mut self) -> Result<Reader<'a>, DecodeError> {
         let (body, offset) = self.read_len_delimited()?;
         Ok(Reader::new(body, offset))
