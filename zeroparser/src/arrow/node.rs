@@ -19,7 +19,7 @@ use arrow_array::{ArrayRef, ListArray, MapArray, StructArray};
 use arrow_buffer::{BooleanBufferBuilder, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{FieldRef, Fields};
 
-use super::leaf::{Data, LeafColumn};
+use super::leaf::{take_vec, Data, LeafColumn};
 use super::types::{list_field, map_entries_field, map_entry_fields, struct_fields};
 use crate::schema::{Column, ColumnType};
 use crate::value::Value;
@@ -641,6 +641,7 @@ fn null_buffer(nulls: &mut Vec<u32>, rows: usize) -> Option<NullBuffer> {
 }
 
 fn take_offsets(offsets: &mut Vec<i32>) -> OffsetBuffer<i32> {
-    let taken = std::mem::replace(offsets, vec![0]);
+    let taken = take_vec(offsets, offsets.len());
+    offsets.push(0);
     OffsetBuffer::new(ScalarBuffer::from(taken))
 }
