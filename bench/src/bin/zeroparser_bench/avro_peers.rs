@@ -13,7 +13,7 @@ use apache_avro::Schema;
 use serde_json::{json, Value as Json};
 use sluice_zeroparser::{AvroPlan, Column, ColumnType, RecordBatchBuilder, TableSchema};
 
-use crate::arrow_peers::BATCH_ROWS;
+use crate::arrow_peers::batches;
 
 /// The workload's rows as Avro: the writer schema's JSON and one datum per row; `None` if a
 /// column type has no Avro form here (VARIANT, BINARY: the JSON rows leave them out).
@@ -159,11 +159,11 @@ fn value(t: &ColumnType, v: &Json) -> Option<Avro> {
 }
 
 /// Sluice: every datum into Arrow through `builder` (kept across passes, see
-/// [`arrow_peers::sluice`](crate::arrow_peers::sluice)), [`BATCH_ROWS`] rows per batch;
-/// returns the rows.
+/// [`arrow_peers::sluice`](crate::arrow_peers::sluice)), a batch finished at the end of
+/// each of [`batches`]; returns the rows.
 pub fn sluice(builder: &mut RecordBatchBuilder, plan: &AvroPlan, datums: &[Vec<u8>]) -> usize {
     let mut rows = 0;
-    for chunk in datums.chunks(BATCH_ROWS) {
+    for chunk in batches(datums) {
         for datum in chunk {
             if builder.append_avro(plan, datum).is_ok() {
                 rows += 1;

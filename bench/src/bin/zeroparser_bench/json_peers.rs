@@ -10,10 +10,10 @@ use prost_reflect::{DynamicMessage, Kind, MapKey, MessageDescriptor, ReflectMess
 use serde_json::{json, Map, Value as Json};
 use sluice_zeroparser::RecordBatchBuilder;
 
-use crate::arrow_peers::BATCH_ROWS;
+use crate::arrow_peers::{batches, BATCH_ROWS};
 
 /// The JSON rows of `records`: one text per record, and the same rows newline-delimited in
-/// batches of [`BATCH_ROWS`] for arrow-json; `None` if a record has BINARY data (whose JSON
+/// [`batches`] for arrow-json; `None` if a record has BINARY data (whose JSON
 /// forms the two decoders do not share).
 pub fn rows(descriptor: &MessageDescriptor, records: &[Vec<u8>]) -> Option<Vec<String>> {
     records
@@ -25,11 +25,9 @@ pub fn rows(descriptor: &MessageDescriptor, records: &[Vec<u8>]) -> Option<Vec<S
         .collect()
 }
 
-/// The rows joined by newlines, [`BATCH_ROWS`] per text.
+/// The rows joined by newlines, one text per batch of [`batches`].
 pub fn ndjson_batches(rows: &[String]) -> Vec<String> {
-    rows.chunks(BATCH_ROWS)
-        .map(|chunk| chunk.join("\n"))
-        .collect()
+    batches(rows).map(|chunk| chunk.join("\n")).collect()
 }
 
 fn message_json(message: &DynamicMessage) -> Option<Json> {
@@ -91,12 +89,12 @@ fn value_json(value: &Value, kind: &Kind) -> Option<Json> {
 }
 
 /// Sluice: `append_json` per row into `builder` (kept across passes, see
-/// [`arrow_peers::sluice`](crate::arrow_peers::sluice)), finish a batch every
-/// [`BATCH_ROWS`]; rows decoded (a rejected row counts a million, so a failing decoder
+/// [`arrow_peers::sluice`](crate::arrow_peers::sluice)), a batch finished at the end of
+/// each of [`batches`]; rows decoded (a rejected row counts a million, so a failing decoder
 /// cannot look fast).
 pub fn sluice(builder: &mut RecordBatchBuilder, rows: &[String]) -> usize {
     let mut count = 0;
-    for chunk in rows.chunks(BATCH_ROWS) {
+    for chunk in batches(rows) {
         for row in chunk {
             if builder.append_json(row).is_err() {
                 count += 1_000_000;

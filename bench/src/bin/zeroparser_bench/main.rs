@@ -357,18 +357,20 @@ fn main() -> anyhow::Result<()> {
     println!("Mode (a): parse and touch every field once\n");
     println!("{}", touch_table.render());
     println!(
-        "Mode (b): parse into an Arrow RecordBatch ({} rows per batch, finish included)\n",
+        "Mode (b): parse into an Arrow RecordBatch (equal batches of at most {} rows, finish \
+         included)\n",
         arrow_peers::BATCH_ROWS
     );
     println!("{}", arrow_table.render());
     println!(
-        "Mode (c): JSON into an Arrow RecordBatch ({} rows per batch; MB/s of JSON text)\n",
+        "Mode (c): JSON into an Arrow RecordBatch (equal batches of at most {} rows; MB/s of \
+         JSON text)\n",
         arrow_peers::BATCH_ROWS
     );
     println!("{}", json_table.render());
     println!(
-        "Mode (d): Avro datums into an Arrow RecordBatch ({} rows per batch; MB/s of Avro \
-         datums; rows/s against Sluice's protobuf into Arrow on the same rows)\n",
+        "Mode (d): Avro datums into an Arrow RecordBatch (equal batches of at most {} rows; MB/s \
+         of Avro datums; rows/s against Sluice's protobuf into Arrow on the same rows)\n",
         arrow_peers::BATCH_ROWS
     );
     println!("{}", avro_table.render());
