@@ -325,8 +325,7 @@ impl JsonSink for JsonWriter<'_> {
     }
 
     fn clear(&mut self, node: usize) {
-        let rows = self.tree.rows_of(node);
-        self.tree.truncate(node, rows);
+        self.tree.clear_open_row(node);
     }
 
     fn begin(&mut self, node: usize) {
@@ -478,8 +477,7 @@ impl<'a> Visitor<'a> for Writer<'_> {
 
     fn clear(&mut self, slot: usize) {
         if let Some(id) = self.node(slot) {
-            let rows = self.tree.rows_of(id);
-            self.tree.truncate(id, rows);
+            self.tree.clear_open_row(id);
         }
     }
 

@@ -347,6 +347,54 @@ impl Tree {
         }
     }
 
+    /// Removes the open row of node `id` ([`truncate`](Self::truncate) to its committed
+    /// rows). A list or map whose open row holds nothing (not begun, no entries past its
+    /// last offset: every JSON array or object member the first time it occurs) is left
+    /// as it is without the recursive walk, which was 4 % of the JSON lists ~32 B pass.
+    pub(super) fn clear_open_row(&mut self, id: usize) {
+        let Some(node) = self.nodes.get(id) else {
+            return;
+        };
+        let end = |offsets: &[i32]| {
+            offsets
+                .last()
+                .map_or(0, |&o| usize::try_from(o).unwrap_or(0))
+        };
+        let empty = match &node.kind {
+            Kind::List {
+                child,
+                offsets,
+                open,
+                ..
+            } => !*open && self.holds_only(*child, end(offsets)),
+            Kind::Map {
+                key, offsets, open, ..
+            } => {
+                let end = end(offsets);
+                !*open && self.holds_only(*key, end) && self.holds_only(*key + 1, end)
+            }
+            Kind::Leaf(_) | Kind::Struct { .. } => false,
+        };
+        if !empty {
+            let rows = node.rows;
+            self.truncate(id, rows);
+        }
+    }
+
+    /// Whether node `id` holds exactly `rows` committed rows and, if a leaf, no value past
+    /// them.
+    fn holds_only(&self, id: usize, rows: usize) -> bool {
+        match self.nodes.get(id) {
+            Some(Node {
+                rows: committed,
+                kind: Kind::Leaf(column),
+                ..
+            }) => *committed == rows && column.len <= rows,
+            Some(node) => node.rows == rows,
+            None => false,
+        }
+    }
+
     /// Cuts node `id` and its descendants back to `rows` committed rows, its open row gone.
     pub(super) fn truncate(&mut self, id: usize, rows: usize) {
         let Some(node) = self.nodes.get_mut(id) else {

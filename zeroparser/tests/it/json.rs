@@ -78,6 +78,31 @@ fn a_repeated_key_keeps_the_last_value() {
 }
 
 #[test]
+fn a_repeated_array_or_object_member_replaces_the_earlier_one_in_one_pass() {
+    let mut builder = builder();
+    let records = [
+        r#"{"id": 1, "tags": ["a", "b"], "tags": ["c"], "attrs": {"k": "1"}, "attrs": {}}"#,
+        r#"{"id": 2, "tags": [], "tags": null, "attrs": {"k": "1", "j": "2"}, "attrs": null}"#,
+        r#"{"id": 3, "tags": null, "tags": ["d"], "attrs": null, "attrs": {"m": "3"}}"#,
+        r#"{"id": 4, "loc": {"lat": 1, "lon": 2}, "loc": {"lon": 3}, "strict": [1], "strict": []}"#,
+    ];
+    for record in records {
+        builder.append_json(record).expect("record decodes");
+    }
+    assert_eq!(builder.json_records_via_value_tree(), 0, "one pass");
+    let rows = rows(&builder.finish());
+    let pick = |row: &Json, key: &str| row[key].clone();
+    assert_eq!(pick(&rows[0], "tags"), json!(["c"]));
+    assert_eq!(pick(&rows[0], "attrs"), json!([]));
+    assert_eq!(pick(&rows[1], "tags"), Json::Null);
+    assert_eq!(pick(&rows[1], "attrs"), Json::Null);
+    assert_eq!(pick(&rows[2], "tags"), json!(["d"]));
+    assert_eq!(pick(&rows[2], "attrs"), json!([["m", "3"]]));
+    assert_eq!(pick(&rows[3], "loc"), json!({"lat": null, "lon": 3.0}));
+    assert_eq!(pick(&rows[3], "strict"), json!([]));
+}
+
+#[test]
 fn integers_may_be_strings_or_integral_numbers_and_are_range_checked() {
     assert_eq!(
         row(r#"{"id": "9223372036854775807"}"#)["id"],
