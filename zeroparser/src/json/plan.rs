@@ -15,11 +15,16 @@ pub(crate) struct JsonPlan {
     pub(super) root: StructPlan,
 }
 
-/// The columns of one struct (or the record) and an exact-name lookup table.
+/// The columns of one struct (or the record), an exact-name lookup table, and the columns
+/// in the order of their names.
 #[derive(Debug, Clone)]
 pub(crate) struct StructPlan {
     pub(crate) columns: Vec<JsonColumn>,
     exact: HashMap<String, usize>,
+    /// `by_name[0]`: the column whose name sorts first (bytewise, as a sorted-keys writer
+    /// such as serde_json's default `Map` orders members); `by_name[i + 1]`: the column
+    /// whose name sorts after column `i`'s (`usize::MAX` after the last).
+    by_name: Vec<usize>,
 }
 
 /// One column: its name and what its values must look like.
@@ -65,7 +70,22 @@ impl StructPlan {
                 })
                 .collect(),
             exact,
+            by_name: by_name(columns),
         }
+    }
+
+    /// The column to try for the first member of an object in name order (see
+    /// [`next_by_name`](Self::next_by_name)).
+    #[inline]
+    pub(crate) fn first_by_name(&self) -> usize {
+        self.by_name.first().copied().unwrap_or(usize::MAX)
+    }
+
+    /// The column whose name sorts after column `index`'s: the member that follows `index`
+    /// in an object written with sorted keys (members in column order are tried first).
+    #[inline]
+    pub(crate) fn next_by_name(&self, index: usize) -> usize {
+        self.by_name.get(index + 1).copied().unwrap_or(usize::MAX)
     }
 
     pub(crate) fn find(&self, key: &str) -> Option<usize> {
@@ -83,6 +103,18 @@ impl StructPlan {
     }
 }
 
+/// [`StructPlan::by_name`] of `columns`.
+fn by_name(columns: &[Column]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..columns.len()).collect();
+    order.sort_by(|&a, &b| columns[a].name.as_bytes().cmp(columns[b].name.as_bytes()));
+    let mut table = vec![usize::MAX; columns.len() + 1];
+    table[0] = order.first().copied().unwrap_or(usize::MAX);
+    for pair in order.windows(2) {
+        table[pair[0] + 1] = pair[1];
+    }
+    table
+}
+
 impl JsonKind {
     fn new(data_type: &ColumnType) -> Self {
         match data_type {
@@ -94,5 +126,26 @@ impl JsonKind {
             ColumnType::Struct(columns) => JsonKind::Struct(StructPlan::new(columns)),
             scalar => JsonKind::Scalar(scalar.clone()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::TableSchema;
+
+    #[test]
+    fn each_column_names_the_one_whose_name_sorts_next() {
+        let schema = TableSchema::parse("b INT, a INT, c INT, Z INT").expect("schema parses");
+        let plan = StructPlan::new(&schema.columns);
+        // Bytewise: "Z" < "a" < "b" < "c".
+        assert_eq!(plan.first_by_name(), 3);
+        assert_eq!(plan.next_by_name(3), 1);
+        assert_eq!(plan.next_by_name(1), 0);
+        assert_eq!(plan.next_by_name(0), 2);
+        assert_eq!(plan.next_by_name(2), usize::MAX);
+        assert_eq!(plan.next_by_name(9), usize::MAX);
+        let empty = StructPlan::new(&[]);
+        assert_eq!(empty.first_by_name(), usize::MAX);
     }
 }
