@@ -19,7 +19,7 @@ use arrow_array::{ArrayRef, ListArray, MapArray, StructArray};
 use arrow_buffer::{BooleanBufferBuilder, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{FieldRef, Fields};
 
-use super::leaf::{take_vec, Data, LeafColumn};
+use super::leaf::{end_offset, take_vec, Data, LeafColumn};
 use super::types::{list_field, map_entries_field, map_entry_fields, struct_fields};
 use crate::schema::{Column, ColumnType};
 use crate::value::Value;
@@ -219,9 +219,7 @@ impl Tree {
             return false;
         };
         let key = *key;
-        let start = offsets
-            .last()
-            .map_or(0, |&o| usize::try_from(o).unwrap_or(0));
+        let start = end_offset(offsets);
         let Some((rows, data)) = self.leaf(key) else {
             return false;
         };
@@ -355,22 +353,17 @@ impl Tree {
         let Some(node) = self.nodes.get(id) else {
             return;
         };
-        let end = |offsets: &[i32]| {
-            offsets
-                .last()
-                .map_or(0, |&o| usize::try_from(o).unwrap_or(0))
-        };
         let empty = match &node.kind {
             Kind::List {
                 child,
                 offsets,
                 open,
                 ..
-            } => !*open && self.holds_only(*child, end(offsets)),
+            } => !*open && self.holds_only(*child, end_offset(offsets)),
             Kind::Map {
                 key, offsets, open, ..
             } => {
-                let end = end(offsets);
+                let end = end_offset(offsets);
                 !*open && self.holds_only(*key, end) && self.holds_only(*key + 1, end)
             }
             Kind::Leaf(_) | Kind::Struct { .. } => false,
@@ -423,9 +416,7 @@ impl Tree {
             } => {
                 *open = false;
                 offsets.truncate(rows + 1);
-                let end = offsets
-                    .last()
-                    .map_or(0, |&o| usize::try_from(o).unwrap_or(0));
+                let end = end_offset(offsets);
                 let child = *child;
                 self.truncate(child, end);
             }
@@ -439,9 +430,7 @@ impl Tree {
                 *open = false;
                 *seen = [0; 4];
                 offsets.truncate(rows + 1);
-                let end = offsets
-                    .last()
-                    .map_or(0, |&o| usize::try_from(o).unwrap_or(0));
+                let end = end_offset(offsets);
                 let key = *key;
                 self.truncate(key, end);
                 self.truncate(key + 1, end);

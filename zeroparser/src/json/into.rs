@@ -91,19 +91,13 @@ fn fill_struct<S: JsonSink>(
     if scanner.empty(b'}')? {
         return Some(());
     }
-    // Members usually come in column order, or sorted by name: try the column after the
-    // last one, then the one whose name sorts after its, before looking the key up.
-    let (mut next, mut next_by_name) = (0, plan.first_by_name());
+    // The column after the previous member's: where the next member's column is looked
+    // for first (see `StructPlan::member`).
+    let mut next = 0;
     loop {
         let key = scanner.string()?;
-        let index = match plan.columns.get(next) {
-            Some(column) if column.name == *key => next,
-            _ => match plan.columns.get(next_by_name) {
-                Some(column) if column.name == *key => next_by_name,
-                _ => plan.find(&key)?,
-            },
-        };
-        (next, next_by_name) = (index + 1, plan.next_by_name(index));
+        let index = plan.member(next, &key)?;
+        next = index + 1;
         let column = plan.columns.get(index)?;
         scanner.eat(b':')?;
         value(&column.kind, sink.child(node, index), false, sink, scanner)?;

@@ -23,7 +23,8 @@ pub(crate) struct StructPlan {
     exact: HashMap<String, usize>,
     /// `by_name[0]`: the column whose name sorts first (bytewise, as a sorted-keys writer
     /// such as serde_json's default `Map` orders members); `by_name[i + 1]`: the column
-    /// whose name sorts after column `i`'s (`usize::MAX` after the last).
+    /// whose name sorts after column `i`'s (`usize::MAX` after the last). Indexed like
+    /// [`member`](Self::member)'s `after`.
     by_name: Vec<usize>,
 }
 
@@ -74,18 +75,20 @@ impl StructPlan {
         }
     }
 
-    /// The column to try for the first member of an object in name order (see
-    /// [`next_by_name`](Self::next_by_name)).
+    /// The column of member `key`, which follows a member of column `after - 1` (`after`
+    /// 0: the object's first member). Tried against column `after` (members in column
+    /// order), then against the column whose name sorts after column `after - 1`'s (members
+    /// sorted by name), and only then looked up by name.
     #[inline]
-    pub(crate) fn first_by_name(&self) -> usize {
-        self.by_name.first().copied().unwrap_or(usize::MAX)
-    }
-
-    /// The column whose name sorts after column `index`'s: the member that follows `index`
-    /// in an object written with sorted keys (members in column order are tried first).
-    #[inline]
-    pub(crate) fn next_by_name(&self, index: usize) -> usize {
-        self.by_name.get(index + 1).copied().unwrap_or(usize::MAX)
+    pub(crate) fn member(&self, after: usize, key: &str) -> Option<usize> {
+        let named = |index: usize| self.columns.get(index).is_some_and(|c| c.name == key);
+        if named(after) {
+            return Some(after);
+        }
+        match self.by_name.get(after) {
+            Some(&sorted) if named(sorted) => Some(sorted),
+            _ => self.find(key),
+        }
     }
 
     pub(crate) fn find(&self, key: &str) -> Option<usize> {
@@ -138,14 +141,29 @@ mod tests {
     fn each_column_names_the_one_whose_name_sorts_next() {
         let schema = TableSchema::parse("b INT, a INT, c INT, Z INT").expect("schema parses");
         let plan = StructPlan::new(&schema.columns);
-        // Bytewise: "Z" < "a" < "b" < "c".
-        assert_eq!(plan.first_by_name(), 3);
-        assert_eq!(plan.next_by_name(3), 1);
-        assert_eq!(plan.next_by_name(1), 0);
-        assert_eq!(plan.next_by_name(0), 2);
-        assert_eq!(plan.next_by_name(2), usize::MAX);
-        assert_eq!(plan.next_by_name(9), usize::MAX);
-        let empty = StructPlan::new(&[]);
-        assert_eq!(empty.first_by_name(), usize::MAX);
+        // Bytewise: "Z" (3) < "a" (1) < "b" (0) < "c" (2); entry i + 1 follows column i.
+        assert_eq!(plan.by_name, vec![3, 2, 0, usize::MAX, 1]);
+        assert!(StructPlan::new(&[]).by_name == vec![usize::MAX]);
+    }
+
+    #[test]
+    fn members_in_column_order_sorted_or_neither_find_their_column() {
+        let schema = TableSchema::parse("b INT, a INT, c INT, Z INT").expect("schema parses");
+        let plan = StructPlan::new(&schema.columns);
+        let walk = |keys: &[&str]| {
+            let mut after = 0;
+            keys.iter()
+                .map(|key| {
+                    let index = plan.member(after, key);
+                    after = index.map_or(0, |i| i + 1);
+                    index
+                })
+                .collect::<Vec<_>>()
+        };
+        let found = |indexes: &[usize]| indexes.iter().map(|&i| Some(i)).collect::<Vec<_>>();
+        assert_eq!(walk(&["b", "a", "c", "Z"]), found(&[0, 1, 2, 3]));
+        assert_eq!(walk(&["Z", "a", "b", "c"]), found(&[3, 1, 0, 2]));
+        assert_eq!(walk(&["c", "Z", "B", "a"]), found(&[2, 3, 0, 1]));
+        assert_eq!(walk(&["x"]), vec![None]);
     }
 }
