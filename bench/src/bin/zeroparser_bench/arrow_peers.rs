@@ -22,8 +22,8 @@ pub const BATCH_ROWS: usize = 8192;
 /// kept builder finishes each batch with room for one an eighth larger
 /// (`RecordBatchBuilder::finish`); with 8 192 after 1 808, every pass regrew its columns (a
 /// realloc, copying or not depending on where the heap put the buffer: AirQuality ~1 KB
-/// into Arrow measured 0.49× to 1.02× prost on the same code that way), a cost of the
-/// bench's split, not of a stream whose requests keep their size.
+/// into Arrow measured 0.49× to 1.02× prost that way, on code unchanged on its path), a
+/// cost of the bench's split, not of a stream whose requests keep their size.
 pub fn batches<T>(items: &[T]) -> std::slice::Chunks<'_, T> {
     let count = items.len().div_ceil(BATCH_ROWS).max(1);
     items.chunks(items.len().div_ceil(count).max(1))
