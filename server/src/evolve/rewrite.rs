@@ -259,7 +259,9 @@ async fn rewrite_file(
         (!target.partitions.is_empty()).then(|| target.partitions.clone()),
         Some(target.storage.clone()),
     )?
-    .with_writer_properties(crate::sink::file_layout::writer_properties()?);
+    .with_writer_properties(crate::sink::file_layout::writer_properties_for(
+        &target.arrow,
+    )?);
     let mut rows = 0u64;
     for batch in batches {
         let batch = batch.map_err(|e| read(&e))?;

@@ -37,11 +37,18 @@ const MEMTABLE_LIMIT_FLUSHES: usize = 4;
 /// Takes `first` and the requests already waiting behind it into one run.
 /// A read error right after the run is returned beside it: the run is
 /// processed (and acked) first, then the error ends the stream.
+///
+/// `hint` is the length of the stream's previous run: the run's list starts
+/// with room for that many (rounded up to a power of two) instead of growing
+/// from one through every doubling (its reallocations were 1.9 % of the pod's
+/// perf samples at 200-byte records, runs of ~120 requests).
 pub fn gather(
     first: EphemeralStreamRequest,
     inbound: &mut impl Inbound,
+    hint: usize,
 ) -> (Vec<EphemeralStreamRequest>, Option<tonic::Status>) {
-    let mut run = vec![first];
+    let mut run = Vec::with_capacity(hint.clamp(1, MAX_RUN_REQUESTS).next_power_of_two());
+    run.push(first);
     let mut bytes = 0;
     while run.len() < MAX_RUN_REQUESTS && bytes < MAX_RUN_BYTES {
         match inbound.next_request().now_or_never() {

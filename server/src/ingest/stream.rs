@@ -152,6 +152,8 @@ impl StreamState<'_> {
         // acking until the client moves away or this passes.
         let mut close_deadline: Option<tokio::time::Instant> = None;
         let mut schema_changes = self.opened.sink.watch_schema();
+        // Requests in the previous run: the next run's list is sized for as many.
+        let mut last_run = 1;
         loop {
             if let Err(end) = self.acks.send_durable().await {
                 return end;
@@ -188,7 +190,8 @@ impl StreamState<'_> {
                 message = inbound.next_request(), if self.acks.inflight_bytes() <= limits.max_inflight_bytes => match message {
                     Ok(Some(first)) => {
                         idle_deadline = tokio::time::Instant::now() + limits.idle_stream_timeout;
-                        let (run, read_error) = gather(first, inbound);
+                        let (run, read_error) = gather(first, inbound, last_run);
+                        last_run = run.len();
                         if let Err(e) = process_run(self.pod, &mut self.opened, &self.slot, &mut self.acks, run).await {
                             return End::from_error(e);
                         }

@@ -3,8 +3,8 @@
 //!
 //! Why: a stream that sends a record or two per request (IoT fleets: thousands of streams
 //! at a few records a second each) made one Arrow batch per request — every column's
-//! buffers allocated for one row, concatenated with thousands of others at the flush, then
-//! freed. In the 5 000-stream profile that was over a quarter of the pod's CPU per request.
+//! buffers allocated for one row, then (back then) concatenated with thousands of others at
+//! the flush, then freed. In the 5 000-stream profile that was over a quarter of the pod's CPU per request.
 //! The stream still parses every record when it takes it — that parse is the check whose
 //! verdict the producer gets — but then clears its builder (keeping its capacity) and hands
 //! the records over instead of a batch. The flush parses the same bytes with the same plan

@@ -1,7 +1,7 @@
 //! Work of the sink that would hold a tokio worker for milliseconds at a time.
 //!
-//! A flush fits and concatenates the memtable's batches (over a thousand small ones a second
-//! when MQTT devices publish one record each), encodes them as Parquet, then frees them:
+//! A flush parses the memtable's deferred runs, fits its batches (over a thousand small ones a
+//! second when MQTT devices publish one record each), encodes them as Parquet, then frees them:
 //! tens of milliseconds of CPU in one poll. Run on a worker thread, that poll holds the tasks
 //! queued behind it on that worker — the WAL's acks, MQTT answers, reads of requests — so
 //! each flush showed as a stall of every connection (rest-bench's MQTT stretches, at each

@@ -74,7 +74,7 @@ struct Staged {
     rows: usize,
     /// The rows the hand-off's files hold, kept until it is answered so that
     /// files deleted before the commit can be written again.
-    batch: RecordBatch,
+    batches: Vec<RecordBatch>,
 }
 
 /// How many times one hand-off's rows are written again (a file gone, the
@@ -454,27 +454,20 @@ impl TableSink {
         let rows: usize = batches.iter().map(|(b, _)| b.num_rows()).sum();
         let written = async {
             self.wal.wait_durable(last_lsn).await?;
-            // Fitting, concatenating and encoding take tens of ms of CPU: not on a worker.
-            // The worker keeps its own handles on the batches (Arc clones), so a failure —
-            // even a panic of the encoding thread — can put every row back; their last
-            // handles are then freed off the workers too (`drop_off_the_workers` below).
+            // Parsing deferred runs, fitting and encoding take tens of ms of CPU: not on a
+            // worker. The worker keeps its own handles on the batches (Arc clones), so a
+            // failure — even a panic of the encoding thread — can put every row back; their
+            // last handles are then freed off the workers too (`drop_off_the_workers` below).
             let (table, memtable, added) = (delta.clone(), batches.clone(), self.added);
             super::offload::off_the_workers(async move {
-                let renames = super::fit::renames(table.snapshot()?.metadata().configuration());
                 let memtable = super::deferred::to_batches(&memtable, added)?;
-                let batch = concat(
-                    &memtable,
-                    &super::commit::layout_writer(&table)?.arrow_schema(),
-                    &renames,
-                )?;
-                drop(memtable);
                 let schema_id = crate::commit::schema_id(&table)?;
-                Ok((write_files(&table, batch.clone()).await?, batch, schema_id))
+                Ok((write_files(&table, &memtable).await?, memtable, schema_id))
             })
             .await
         }
         .await;
-        let (adds, batch, schema_id) = match written {
+        let (adds, written_batches, schema_id) = match written {
             Ok(written) => written,
             Err(e) => {
                 // Put the rows back in front, in order, for the next flush.
@@ -509,7 +502,7 @@ impl TableSink {
                 Staged {
                     handoff,
                     rows,
-                    batch,
+                    batches: written_batches,
                 },
             )
             .await?;
@@ -553,7 +546,7 @@ impl TableSink {
             };
             let rewritten = async {
                 let schema_id = crate::commit::schema_id(delta)?;
-                Ok::<_, ServerError>((write_files(delta, staged.batch.clone()).await?, schema_id))
+                Ok::<_, ServerError>((write_files(delta, &staged.batches).await?, schema_id))
             }
             .await;
             match rewritten {
@@ -617,30 +610,6 @@ fn stream_offsets(marks: &[(Lsn, StreamMark)]) -> Vec<(String, i64)> {
     highest
 }
 
-/// The memtable's batches as one; batches of an older schema than the
-/// table's (`target`, the writer's) are fitted to it first.
-fn concat(
-    batches: &[RecordBatch],
-    target: &arrow_schema::SchemaRef,
-    renames: &super::fit::Renames,
-) -> Result<RecordBatch> {
-    let schema = batches
-        .first()
-        .map(|b| b.schema())
-        .ok_or_else(|| ServerError::Internal("flush of no batches".into()))?;
-    let refs: Vec<&RecordBatch> = batches.iter().collect();
-    if super::fit::all_fit(&refs, target) {
-        return deltalake::arrow::compute::concat_batches(&schema, refs)
-            .map_err(|e| ServerError::Internal(format!("concatenating memtable batches: {e}")));
-    }
-    let fitted = refs
-        .iter()
-        .map(|b| super::fit::fit_batch(b, target, renames))
-        .collect::<Result<Vec<_>>>()?;
-    deltalake::arrow::compute::concat_batches(target, &fitted)
-        .map_err(|e| ServerError::Internal(format!("concatenating memtable batches: {e}")))
-}
-
 /// Reads how far `wal_id` is committed in an opened Delta table.
 pub async fn open_table(mut table: DeltaTable, wal_id: &str) -> Result<(DeltaTable, Lsn)> {
     table.update_incremental(None).await?;
@@ -665,14 +634,17 @@ mod tests {
     use crate::journal::frames::KIND_RECORDS;
     use crate::warehouse::{S3Settings, Warehouse};
 
-    fn parquet_files(dir: &std::path::Path) -> usize {
+    /// The Parquet files in the table folder `dir`.
+    fn parquet_paths(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
         std::fs::read_dir(dir)
             .expect("table dir")
-            .filter(|e| {
-                e.as_ref()
-                    .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "parquet"))
-            })
-            .count()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "parquet"))
+            .collect()
+    }
+
+    fn parquet_files(dir: &std::path::Path) -> usize {
+        parquet_paths(dir).len()
     }
 
     /// Flushes `sink` while the Delta log of the table at `location` cannot be written
@@ -820,6 +792,47 @@ mod tests {
         assert_eq!(sink.committed_lsn(), committed);
         assert!(sink.has_pending().expect("pending"));
         assert!(sink.memtable_bytes() > 0, "the run is back in the memtable");
+    }
+
+    /// A flush of many small batches (one per run) writes every row once, in the order of
+    /// the memtable, whether a batch lands in a group of `WRITE_ROWS` or in the last one.
+    #[tokio::test]
+    async fn a_flush_of_many_small_batches_writes_every_row_in_order() {
+        let setup = Setup::new().await;
+        let (sink, schema) = (&setup.sink, &setup.schema);
+        let per_batch = 1000;
+        let batches = 2 * crate::sink::commit::WRITE_ROWS / per_batch + 3;
+        for b in 0..batches {
+            let first = 4 + (b * per_batch) as i64;
+            let ids = Int64Array::from_iter_values(first..first + per_batch as i64);
+            let batch =
+                RecordBatch::try_new(schema.arrow_schema(), vec![Arc::new(ids)]).expect("batch");
+            sink.append(KIND_RECORDS, vec![0; 16], Some(batch))
+                .await
+                .expect("append");
+        }
+        let rows = 3 + batches * per_batch;
+        assert_eq!(sink.flush().await.expect("flush").rows, rows);
+        let location = setup.url.to_file_path().expect("local table");
+        let files = parquet_paths(&location);
+        assert_eq!(files.len(), 1, "{files:?}");
+        let file = std::fs::File::open(&files[0]).expect("open");
+        let reader =
+            deltalake::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+                .expect("parquet")
+                .build()
+                .expect("reader");
+        let mut ids = Vec::new();
+        for batch in reader {
+            let batch = batch.expect("batch");
+            let column = batch
+                .column(0)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .expect("ids");
+            ids.extend(column.values().iter().copied());
+        }
+        assert_eq!(ids, (1..=rows as i64).collect::<Vec<_>>());
     }
 
     /// A hand-off that fails is kept and sent again with the same files: no
