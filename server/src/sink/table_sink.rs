@@ -571,6 +571,8 @@ impl TableSink {
             Ok(ack) => {
                 self.committed_lsn.fetch_max(last_lsn, Ordering::AcqRel);
                 drop(m);
+                // The rows' last handles: their thousands of arrays are freed off the workers.
+                super::offload::drop_off_the_workers(staged.batches);
                 let version = i64::try_from(ack.version).ok();
                 if ack.covered {
                     tracing::info!(table = %self.name, last_lsn, "a hand-off sent again was already committed; not committing it twice");
