@@ -260,7 +260,7 @@ async fn rewrite_file(
         Some(target.storage.clone()),
     )?
     .with_writer_properties(crate::sink::file_layout::writer_properties_for(
-        &target.arrow,
+        &target.file_arrow,
     )?);
     let mut rows = 0u64;
     for batch in batches {

@@ -53,8 +53,14 @@ pub(crate) fn layout_writer(table: &DeltaTable) -> Result<RecordBatchWriter> {
 }
 
 /// Rows the Parquet writer is handed at a time, at least (unless the flush
-/// has fewer): smaller batches are concatenated up to it.
+/// has fewer, or [`WRITE_BYTES`] come first): smaller batches are
+/// concatenated up to it.
 pub const WRITE_ROWS: usize = 8192;
+
+/// Arrow bytes at which a group is written whatever its rows: 8 192 rows of
+/// 10 KiB would be an 80 MiB group, past the 32 MiB cap of glibc's mmap
+/// threshold, so mapped and faulted in afresh each time.
+pub const WRITE_BYTES: usize = 4 << 20;
 
 /// Writes `batches` as Parquet files under `table` without committing them;
 /// returns their Add actions (for a hand-off to the table's committer).
@@ -66,8 +72,8 @@ pub const WRITE_ROWS: usize = 8192;
 /// reuse. Nor are they handed to the writer one by one: its cost per call and
 /// column made 100-column rows dearer (5.52–6.18 s of pod CPU per GB against
 /// 4.67–4.99 in trunk-bench). Consecutive batches
-/// are concatenated into groups of [`WRITE_ROWS`] rows instead, whose buffers
-/// (a few MiB at most) the allocator reuses from one group to the next. A
+/// are concatenated into groups of [`WRITE_ROWS`] rows or [`WRITE_BYTES`],
+/// whose buffers the allocator can reuse from one group to the next. A
 /// batch built for an older schema than the table's is fitted to it first
 /// (`fit::fit_batch`).
 pub async fn write_files(table: &DeltaTable, batches: &[RecordBatch]) -> Result<Vec<Add>> {
@@ -95,8 +101,9 @@ pub async fn write_files(table: &DeltaTable, batches: &[RecordBatch]) -> Result<
             group.write_to(&mut writer).await?;
         }
         group.rows += batch.num_rows();
+        group.bytes += batch.get_array_memory_size();
         group.batches.push(batch);
-        if group.rows >= WRITE_ROWS {
+        if group.rows >= WRITE_ROWS || group.bytes >= WRITE_BYTES {
             group.write_to(&mut writer).await?;
         }
     }
@@ -109,6 +116,7 @@ pub async fn write_files(table: &DeltaTable, batches: &[RecordBatch]) -> Result<
 struct Group {
     batches: Vec<RecordBatch>,
     rows: usize,
+    bytes: usize,
 }
 
 impl Group {
@@ -124,7 +132,7 @@ impl Group {
             }
         };
         self.batches.clear();
-        self.rows = 0;
+        (self.rows, self.bytes) = (0, 0);
         writer.write(batch).await?;
         Ok(())
     }

@@ -14,13 +14,15 @@
 //! - dictionary encoding as long as the dictionary stays small: 1 MiB for
 //!   strings and binary (the Parquet default), but [`NUMERIC_DICTIONARY_BYTES`]
 //!   (64 KiB: 8 192 distinct 8-byte values per row group) for the top-level
-//!   fixed-width numeric columns (integers, floats, dates, timestamps).
+//!   fixed-width numeric columns (integers, floats, decimals, dates, times,
+//!   timestamps: Arrow's primitive types).
 //!   Beyond it the writer falls back to plain encoding, which zstd then
 //!   compresses. Ids, sequence numbers and event times are unique per row;
 //!   with the 1 MiB default every such column hashed its first 131 072 values
 //!   of each file into a dictionary that was then abandoned — a twentieth of
 //!   the pod's perf samples at 200-byte telemetry records (id and timestamp columns),
-//!   and a useless dictionary page in every flush file. Low-cardinality
+//!   and a useless 1 MiB dictionary page in every flush file (a 64 KiB one is
+//!   still written before the fallback). Low-cardinality
 //!   numbers (status codes, sensor ids, enums) stay dictionary-encoded.
 //!
 //! Target file size (compaction): the table's `delta.targetFileSize`,

@@ -21,6 +21,8 @@ pub mod rescued_data;
 pub mod stream_txns;
 pub mod system_columns;
 mod table_sink;
+#[cfg(test)]
+pub(crate) mod testparquet;
 pub mod upkeep;
 
 pub use crate::commit::COMMIT_RETRIES;

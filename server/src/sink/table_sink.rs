@@ -819,21 +819,7 @@ mod tests {
         let files = parquet_paths(&location);
         assert_eq!(files.len(), 1, "{files:?}");
         let file = std::fs::File::open(&files[0]).expect("open");
-        let reader =
-            deltalake::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
-                .expect("parquet")
-                .build()
-                .expect("reader");
-        let mut ids = Vec::new();
-        for batch in reader {
-            let batch = batch.expect("batch");
-            let column = batch
-                .column(0)
-                .as_any()
-                .downcast_ref::<Int64Array>()
-                .expect("ids");
-            ids.extend(column.values().iter().copied());
-        }
+        let ids = crate::sink::testparquet::first_column_ids(file);
         assert_eq!(ids, (1..=rows as i64).collect::<Vec<_>>());
     }
 
