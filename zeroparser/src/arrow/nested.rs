@@ -23,7 +23,7 @@
 
 use arrow_array::ArrayRef;
 
-use super::leaf::Data;
+use super::leaf::{bytes_print, Data};
 use super::node::{Kind, Node, Tree};
 use super::via_tree::{self, ValueRows};
 use crate::avro::{self, AvroPlan};
@@ -311,17 +311,22 @@ impl JsonSink for JsonWriter<'_> {
     fn push_key(&mut self, map: usize, key: &Value<'_>) {
         let key_node = self.tree.child(map, 0);
         self.push(key_node, key);
-        self.check_key(map);
+        self.check_key(map, None);
     }
 
     #[inline(always)]
     fn push_key_str(&mut self, map: usize, text: &str) {
-        self.push_key_with(map, |data| data.push_str(text));
+        let key_node = self.tree.child(map, 0);
+        self.push_leaf(key_node, |data| data.push_str(text));
+        self.check_key(map, Some(bytes_print(text.as_bytes())));
     }
 
     #[inline(always)]
     fn push_key_int(&mut self, map: usize, value: i64) {
-        self.push_key_with(map, |data| data.push_int(value));
+        // An integer key is printed from the column, which holds it as it checks it.
+        let key_node = self.tree.child(map, 0);
+        self.push_leaf(key_node, |data| data.push_int(value));
+        self.check_key(map, None);
     }
 
     fn clear(&mut self, node: usize) {
@@ -340,19 +345,12 @@ impl JsonSink for JsonWriter<'_> {
 }
 
 impl JsonWriter<'_> {
-    /// Commits the next key of map `map` with `push` and checks it (see [`Self::check_key`]).
+    /// Fails the record if the key map `map` committed last (print `print`, if known)
+    /// repeats one of its open row's (the value tree keeps the first position with the last
+    /// value) or the row is too long.
     #[inline(always)]
-    fn push_key_with(&mut self, map: usize, push: impl FnOnce(&mut Data) -> bool) {
-        let key_node = self.tree.child(map, 0);
-        self.push_leaf(key_node, push);
-        self.check_key(map);
-    }
-
-    /// Fails the record if the key map `map` committed last repeats one of its open row's
-    /// (the value tree keeps the first position with the last value) or the row is too long.
-    #[inline(always)]
-    fn check_key(&mut self, map: usize) {
-        if self.tree.key_repeats(map, MAX_SCANNED_ENTRIES) {
+    fn check_key(&mut self, map: usize, print: Option<u64>) {
+        if self.tree.key_repeats(map, MAX_SCANNED_ENTRIES, print) {
             self.failed = true;
         }
     }
@@ -452,7 +450,10 @@ impl Writer<'_> {
         };
         let key_id = self.tree.child(map, 0);
         self.push(key_id, key);
-        if self.tree.key_repeats(map, MAX_SCANNED_ENTRIES) {
+        if self
+            .tree
+            .key_repeats(map, MAX_SCANNED_ENTRIES, source_print(key))
+        {
             self.failed = true;
         }
         Some(key_id)
@@ -524,5 +525,16 @@ impl<'a> Visitor<'a> for Writer<'_> {
         }
         self.current = frame.outer;
         (self.first, self.count) = (frame.first, frame.count);
+    }
+}
+
+/// The print of a STRING or BINARY map key from its source bytes (see
+/// [`bytes_print`]); `None` for other keys, printed from the column.
+#[inline(always)]
+fn source_print(key: &Scalar<'_>) -> Option<u64> {
+    match key {
+        Scalar::Str(text) => Some(bytes_print(text.as_bytes())),
+        Scalar::Bytes(bytes) => Some(bytes_print(bytes)),
+        _ => None,
     }
 }

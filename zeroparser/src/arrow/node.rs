@@ -57,8 +57,9 @@ pub(super) enum Kind {
         offsets: Vec<i32>,
         /// The open row is present (a JSON object began).
         open: bool,
-        /// A 256-bit filter of the hashes of the open row's keys ([`Tree::key_repeats`]).
-        seen: [u64; 4],
+        /// The prints of the open row's keys checked so far, in order
+        /// ([`Tree::key_repeats`]).
+        prints: Vec<u64>,
     },
 }
 
@@ -83,9 +84,19 @@ pub(super) struct Tree {
     pub(super) absent_is_empty: bool,
 }
 
-/// Keys of a map row compared with every later key directly; later keys go through the
-/// row's hash filter (see [`Tree::key_repeats`]).
-const SCANNED_KEYS: usize = 1;
+/// Whether `prints` holds `print`: four words a round, or'ed, with no exit inside (rows
+/// hold at most [`MAX_SCANNED_ENTRIES`](super::nested) keys).
+#[inline(always)]
+fn holds(prints: &[u64], print: u64) -> bool {
+    let mut rounds = prints.chunks_exact(4);
+    let mut found = false;
+    for round in &mut rounds {
+        if let [a, b, c, d] = *round {
+            found |= (a == print) | (b == print) | (c == print) | (d == print);
+        }
+    }
+    found || rounds.remainder().contains(&print)
+}
 
 fn offset(count: usize) -> i32 {
     // The batch builder keeps every column below i32::MAX entries.
@@ -157,8 +168,8 @@ impl Tree {
                 let c = *c;
                 let end = self.rows_of(c);
                 if let Some(Node { nulls, kind, .. }) = self.nodes.get_mut(id) {
-                    if let Kind::Map { seen, .. } = kind {
-                        *seen = [0; 4];
+                    if let Kind::Map { prints, .. } = kind {
+                        prints.clear();
                     }
                     if let Kind::List { offsets, open, .. } | Kind::Map { offsets, open, .. } = kind
                     {
@@ -211,61 +222,65 @@ impl Tree {
 
     /// Whether the key committed last in map `id` repeats a key of the map's open row, or
     /// the open row has more than `max` entries (then `true` too: the caller does not scan).
-    /// A new key is compared with the row's first [`SCANNED_KEYS`] keys, and with the later
-    /// ones only when its hash hits the open row's filter of them, so a row of distinct
-    /// keys costs a few comparisons and one hash per key rather than a scan per key.
-    pub(super) fn key_repeats(&mut self, id: usize, max: usize) -> bool {
-        let Some(Kind::Map { key, offsets, .. }) = self.nodes.get(id).map(|n| &n.kind) else {
-            return false;
-        };
-        let key = *key;
-        let start = end_offset(offsets);
-        let Some((rows, data)) = self.leaf(key) else {
-            return false;
-        };
-        let last = rows.saturating_sub(1);
-        let start = start.min(last);
-        if last - start > max {
-            return true;
-        }
-        // The first few keys of a row are compared directly (cheaper than hashing for the
-        // short maps most rows hold); the filter holds the later ones.
-        let scanned = last.min(start + SCANNED_KEYS);
-        if (start..scanned).any(|i| data.same(i, last)) {
-            return true;
-        }
-        if last < start + SCANNED_KEYS {
-            return false;
-        }
-        let hash = data.key_hash(last);
-        // Test and set the one filter word in place: copying the whole filter out and back
-        // (as this did) read it back whole over a one-word store, a store-forwarding stall
-        // that cost a third of this function's time on maps ~1 KB.
-        let (word, bit) = (usize::from(hash >> 6), 1u64 << (hash & 63));
-        let hit = match self.nodes.get_mut(id).map(|n| &mut n.kind) {
-            Some(Kind::Map { seen, .. }) => seen.get_mut(word).is_some_and(|w| {
-                let hit = *w & bit != 0;
-                *w |= bit;
-                hit
-            }),
-            _ => false,
-        };
-        hit && self
-            .leaf(key)
-            .is_some_and(|(_, data)| (scanned..last).any(|i| data.same(i, last)))
-    }
-
-    /// The committed rows and the values of leaf `id` (`None` if `id` is not a leaf).
+    /// The new key's print (`print`, from the caller that has the key's source, else
+    /// [`Data::key_print`] of the committed key) is compared with the prints of the row's
+    /// earlier keys, kept in the map node as they are checked; only a key whose print is
+    /// equal is compared whole. A row of distinct keys costs one print and a loop over
+    /// words per key: no key read back, no call per earlier key. If a key of the open row
+    /// was committed without this check (the prints are fewer than the keys), the row's
+    /// prints are taken again from its keys.
     #[inline]
-    fn leaf(&self, id: usize) -> Option<(usize, &Data)> {
-        match self.nodes.get(id) {
+    pub(super) fn key_repeats(&mut self, id: usize, max: usize, print: Option<u64>) -> bool {
+        let key = match self.nodes.get(id).map(|n| &n.kind) {
+            Some(Kind::Map { key, .. }) => *key,
+            _ => return false,
+        };
+        // The key node follows its map (children come after their parent): both borrowed
+        // at once, the map's prints mutably.
+        let Some((map_and_before, [leaf, ..])) = (key > id).then(|| self.nodes.split_at_mut(key))
+        else {
+            return false;
+        };
+        let (
             Some(Node {
+                kind: Kind::Map {
+                    offsets, prints, ..
+                },
+                ..
+            }),
+            Node {
                 rows,
                 kind: Kind::Leaf(column),
                 ..
-            }) => Some((*rows, &column.data)),
-            _ => None,
+            },
+        ) = (map_and_before.get_mut(id), &*leaf)
+        else {
+            return false;
+        };
+        let data = &column.data;
+        let last = rows.saturating_sub(1);
+        let start = end_offset(offsets).min(last);
+        let earlier = last - start;
+        if earlier > max {
+            return true;
         }
+        let print = print.unwrap_or_else(|| data.key_print(last));
+        if prints.len() == earlier {
+            if holds(prints, print)
+                && (prints.iter().enumerate())
+                    .any(|(i, &p)| p == print && data.same(start + i, last))
+            {
+                return true;
+            }
+            prints.push(print);
+        } else {
+            if (start..last).any(|i| data.same(i, last)) {
+                return true;
+            }
+            prints.clear();
+            prints.extend((start..=last).map(|i| data.key_print(i)));
+        }
+        false
     }
 
     /// Writes the open row of leaf `id` with `push` (see `LeafColumn::write`); `false` if
@@ -424,11 +439,11 @@ impl Tree {
                 key,
                 offsets,
                 open,
-                seen,
+                prints,
                 ..
             } => {
                 *open = false;
-                *seen = [0; 4];
+                prints.clear();
                 offsets.truncate(rows + 1);
                 let end = end_offset(offsets);
                 let key = *key;
@@ -643,7 +658,7 @@ fn shell(data_type: &ColumnType) -> Kind {
             key: 0,
             offsets: vec![0],
             open: false,
-            seen: [0; 4],
+            prints: Vec::new(),
         },
         ColumnType::Struct(columns) => Kind::Struct {
             fields: struct_fields(columns),
@@ -681,4 +696,36 @@ fn take_offsets(offsets: &mut Vec<i32>) -> OffsetBuffer<i32> {
     let taken = take_vec(offsets, offsets.len());
     offsets.push(0);
     OffsetBuffer::new(ScalarBuffer::from(taken))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Tree;
+    use crate::schema::TableSchema;
+
+    #[test]
+    fn keys_committed_without_their_check_are_still_compared() {
+        let schema = TableSchema::parse("m MAP<STRING, STRING>").expect("schema parses");
+        let mut tree = Tree::new(&schema.columns);
+        let map = 1;
+        let key = tree.child(map, 0);
+        tree.open(map);
+        // "a" and "b" committed with no check: the map node holds no print of them.
+        for k in ["a", "b"] {
+            assert!(tree.push_leaf(key, |d| d.push_str(k)));
+        }
+        assert!(tree.push_leaf(key, |d| d.push_str("b")));
+        assert!(
+            tree.key_repeats(map, 64, None),
+            "b repeats an unchecked key"
+        );
+        tree.truncate(key, 2);
+        assert!(tree.push_leaf(key, |d| d.push_str("c")));
+        assert!(!tree.key_repeats(map, 64, None), "c is new");
+        assert!(tree.push_leaf(key, |d| d.push_str("a")));
+        assert!(
+            tree.key_repeats(map, 64, None),
+            "a repeats, its print taken again"
+        );
+    }
 }

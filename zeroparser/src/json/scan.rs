@@ -39,6 +39,49 @@ fn serde_powers() -> Option<&'static [f64]> {
         .as_deref()
 }
 
+/// Reads digits from `i` eight at a time into `significand` (`× 10^8 + the eight`) for as
+/// long as eight digits follow and the result fits a `u64`; returns it and the index after
+/// the digits read. The digits it leaves (fewer than eight, or eight that would overflow)
+/// are read one by one by the caller, exactly as before, so the result never differs from
+/// the digit loop's. A decimal from a float formatter has 16 or 17 digits: two rounds.
+#[inline(always)]
+fn eight_digits_at_a_time(bytes: &[u8], mut significand: u64, mut i: usize) -> (u64, usize) {
+    while let Some(chunk) = bytes.get(i..).and_then(|rest| rest.first_chunk::<8>()) {
+        let word = u64::from_le_bytes(*chunk);
+        // Every byte in b'0'..=b'9': its high nibble 3, and adding 6 keeps it 3.
+        let nibbles = 0xF0F0_F0F0_F0F0_F0F0;
+        if word & nibbles != 0x3030_3030_3030_3030
+            || word.wrapping_add(0x0606_0606_0606_0606) & nibbles != 0x3030_3030_3030_3030
+        {
+            break;
+        }
+        let Some(next) = significand
+            .checked_mul(100_000_000)
+            .and_then(|s| s.checked_add(eight_digits(word)))
+        else {
+            break;
+        };
+        significand = next;
+        i += 8;
+    }
+    (significand, i)
+}
+
+/// The value of eight ASCII digits loaded little-endian (the first digit the most
+/// significant): pairs, then fours, then the eight, by multiplications of their lanes.
+#[inline(always)]
+fn eight_digits(word: u64) -> u64 {
+    let digits = word - 0x3030_3030_3030_3030;
+    // Each byte pair: 10 × first + second (in the low byte of the pair).
+    let pairs = digits.wrapping_mul(10).wrapping_add(digits >> 8);
+    let lanes = 0x0000_00FF_0000_00FF;
+    // Pairs 0 and 2 times 100 and 10^6, pairs 1 and 3 times 1 and 10^4, summed in the high
+    // half.
+    let high = (pairs & lanes).wrapping_mul(100 + (1_000_000 << 32));
+    let low = ((pairs >> 16) & lanes).wrapping_mul(1 + (10_000 << 32));
+    high.wrapping_add(low) >> 32
+}
+
 const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGHS: u64 = 0x8080_8080_8080_8080;
 
@@ -302,6 +345,7 @@ impl<'a> Scanner<'a> {
             }
             _ => return None,
         };
+        (significand, i) = eight_digits_at_a_time(bytes, significand, i);
         while let Some(&d) = bytes.get(i).filter(|d| d.is_ascii_digit()) {
             significand = significand
                 .checked_mul(10)?
@@ -328,6 +372,10 @@ impl<'a> Scanner<'a> {
         if bytes.get(i) == Some(&b'.') {
             i += 1;
             let digits = i;
+            let read;
+            (significand, read) = eight_digits_at_a_time(bytes, significand, i);
+            exponent -= (read - i) as i64;
+            i = read;
             while let Some(&d) = bytes.get(i).filter(|d| d.is_ascii_digit()) {
                 match significand
                     .checked_mul(10)
@@ -394,8 +442,10 @@ impl<'a> Scanner<'a> {
                     f / pow
                 }
             }
-            // Otherwise serde_json's own parse, so both paths agree.
-            _ => serde_json::from_str::<f64>(self.text.get(start..i)?).ok()?,
+            // Otherwise serde_json's own parse, so both paths agree: of the digits, without
+            // the sign, which is applied below (parsing it too negated such a number twice).
+            _ => serde_json::from_str::<f64>(self.text.get(start + usize::from(negative)..i)?)
+                .ok()?,
         };
         Some(Number::Double(if negative { -value } else { value }))
     }
@@ -453,6 +503,8 @@ mod tests {
             "1234.5678901234567e-300",
             "98765432109876543.21e250",
             "12345678901234567890.5",
+            "-0.20000000000000000000",
+            "-3.14159265358979323846",
         ] {
             if let Some(ours) = number(text) {
                 let theirs = serde_number(text).expect("serde_json reads it");
@@ -466,6 +518,60 @@ mod tests {
         }
         for bad in ["01", "-", "1.", ".5", "1e", "+1", "-a", "1.e3"] {
             assert_eq!(number(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn eight_digits_make_their_number() {
+        for text in ["00000000", "12345678", "99999999", "10000001", "07060504"] {
+            let word = u64::from_le_bytes(*text.as_bytes().first_chunk().expect("8 bytes"));
+            assert_eq!(
+                eight_digits(word),
+                text.parse::<u64>().expect("digits"),
+                "{text}"
+            );
+        }
+    }
+
+    proptest::proptest! {
+        /// Digits of every length around the 8-digit rounds and u64's 20, with or without a
+        /// fraction and an exponent: read as serde_json reads them, or left to it.
+        #[test]
+        fn digit_runs_read_as_serde_json_reads_them(
+            negative: bool,
+            whole in "[1-9][0-9]{0,24}|0",
+            fraction in proptest::option::of("[0-9]{1,26}"),
+            exponent in proptest::option::of(-330i32..330),
+            tail in "[ ,}x.]?",
+        ) {
+            let mut text = format!("{}{whole}", if negative { "-" } else { "" });
+            if let Some(f) = &fraction {
+                text.push('.');
+                text.push_str(f);
+            }
+            if let Some(e) = exponent {
+                text.push_str(&format!("e{e}"));
+            }
+            let mut scanner = Scanner::new(&text);
+            let read = scanner.number();
+            if let Some(ours) = read {
+                // The scanner stops after the number's last digit.
+                proptest::prop_assert!(scanner.at_end(), "{text}");
+                let theirs = serde_number(&text);
+                proptest::prop_assert!(theirs.is_some(), "{text}");
+                match (ours, theirs.unwrap_or(Number::Unsigned(0))) {
+                    (Number::Double(a), Number::Double(b)) => {
+                        proptest::prop_assert_eq!(a.to_bits(), b.to_bits(), "{}", text)
+                    }
+                    (a, b) => proptest::prop_assert_eq!(a, b, "{}", text),
+                }
+            }
+            // With a byte after it, the number ends at the same place.
+            let followed = format!("{text}{tail}");
+            let mut scanner = Scanner::new(&followed);
+            if let (Some(alone), Some(then)) = (read, scanner.number()) {
+                proptest::prop_assert_eq!(format!("{alone:?}"), format!("{then:?}"));
+            }
         }
     }
 

@@ -78,6 +78,45 @@ fn a_repeated_key_keeps_the_last_value() {
 }
 
 #[test]
+fn a_negative_decimal_with_more_digits_than_a_u64_holds_keeps_its_sign() {
+    // More than 19 significant digits: the one-pass scanner hands such a decimal to
+    // serde_json's own parse, which once got the sign as well and negated it twice.
+    let mut builder = builder();
+    for record in [
+        r#"{"id": 1, "temp": -3.14159265358979323846}"#,
+        r#"{"id": 2, "temp": -0.20000000000000000000, "f": -1.00000000000000000001}"#,
+    ] {
+        builder.append_json(record).expect("record decodes");
+    }
+    assert_eq!(builder.json_records_via_value_tree(), 0, "one pass");
+    let rows = rows(&builder.finish());
+    assert_eq!(rows[0]["temp"], json!(-std::f64::consts::PI));
+    assert_eq!(rows[1]["temp"], json!(-0.2));
+    assert_eq!(rows[1]["f"], json!(-1.0));
+}
+
+#[test]
+fn map_keys_that_print_alike_but_differ_are_both_kept_and_a_repeat_of_one_is_found() {
+    // The two keys differ in one bit of their first 8 bytes and the one bit of their last 8
+    // that the key print folds onto it: one print, two keys (arrow/leaf.rs tests it).
+    let (a, b) = ("abcdefghijklmnop", "aBcdefghijklmnnp");
+    let mut builder = builder();
+    let distinct = format!(r#"{{"id": 1, "attrs": {{"{a}": "1", "{b}": "2"}}}}"#);
+    builder.append_json(&distinct).expect("record decodes");
+    assert_eq!(builder.json_records_via_value_tree(), 0, "one pass");
+    let repeated = format!(r#"{{"id": 2, "attrs": {{"{a}": "1", "{b}": "2", "{a}": "3"}}}}"#);
+    builder.append_json(&repeated).expect("record decodes");
+    assert_eq!(
+        builder.json_records_via_value_tree(),
+        1,
+        "the repeat is found"
+    );
+    let rows = rows(&builder.finish());
+    assert_eq!(rows[0]["attrs"], json!([[a, "1"], [b, "2"]]));
+    assert_eq!(rows[1]["attrs"], json!([[a, "3"], [b, "2"]]));
+}
+
+#[test]
 fn a_repeated_array_or_object_member_replaces_the_earlier_one_in_one_pass() {
     let mut builder = builder();
     let records = [

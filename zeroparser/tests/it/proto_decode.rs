@@ -183,7 +183,8 @@ fn a_later_map_entry_replaces_the_value_of_an_earlier_one_with_the_same_key() {
 fn many_distinct_map_keys_stay_in_one_pass_and_a_repeat_among_them_is_found() {
     let (_, plan, mut builder) = telemetry();
     let entry = |k: &str, v: &str| Enc::new().string(1, k).string(2, v);
-    // 64 distinct keys: their hashes collide in the 256-bit filter, so keys are compared.
+    // 64 distinct keys, the most a row is checked in one pass: each is compared with the
+    // prints of every earlier one.
     let keys: Vec<String> = (0..64).map(|i| format!("key-{i}")).collect();
     let mut distinct = minimal(1);
     for k in &keys {
