@@ -49,6 +49,7 @@ mod path;
 mod proto;
 mod rescue;
 mod schema;
+mod utf8;
 mod value;
 
 pub use arrow::RecordBatchBuilder;

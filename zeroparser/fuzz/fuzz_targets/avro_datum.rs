@@ -6,7 +6,7 @@
 //! refused by zeroparser too; and a datum both accept gives the same row as apache-avro's
 //! value encoded again by apache-avro (so both read the bytes alike). Only zeroparser
 //! refuses: a union index or boolean apache-avro reads as null at the end of the input, a
-//! repeated map key, a non-canonical uuid text, a decimal over 128 bits, a value outside its
+//! repeated map key, a uuid text not in the 8-4-4-4-12 form, a decimal over 128 bits, a value outside its
 //! column's range (the differential proptest in `tests/it/avro_differential.rs` names them).
 //! A value apache-avro decodes but cannot encode again (a zero-byte decimal) is not compared.
 #![no_main]

@@ -120,7 +120,14 @@ impl<'a, S: JsonSink> Walk<'a, '_, S> {
                                 start,
                             ));
                         }
-                        Cow::Borrowed(text)
+                        // Hex digits are read in either case and stored lower case (RFC 4122's
+                        // output form), as a uuid on fixed(16) is rendered and as apache-avro
+                        // prints a uuid it read: one text per uuid in the column.
+                        if text.bytes().any(|b| b.is_ascii_uppercase()) {
+                            Cow::Owned(text.to_ascii_lowercase())
+                        } else {
+                            Cow::Borrowed(text)
+                        }
                     }
                     StrCheck::Json => {
                         variant_text(text).map_err(|kind| DecodeError::at(kind, start))?

@@ -143,7 +143,7 @@ impl<'a> Reader<'a> {
     pub(crate) fn string(&mut self) -> Result<&'a str, DecodeError> {
         let start = self.pos;
         let bytes = self.bytes()?;
-        std::str::from_utf8(bytes).map_err(|_| DecodeError::at(DecodeErrorKind::InvalidUtf8, start))
+        crate::utf8::text(bytes).ok_or_else(|| DecodeError::at(DecodeErrorKind::InvalidUtf8, start))
     }
 
     /// A union's branch: the index read, which must name one of `branches`.

@@ -231,7 +231,7 @@ impl FastEntry {
             FastOp::Bool => sink.boolean(slot, reader.read_varint()? != 0),
             FastOp::Str => {
                 let (bytes, offset) = reader.read_len_delimited()?;
-                match utf8(bytes) {
+                match crate::utf8::text(bytes) {
                     Some(text) => sink.string(slot, text),
                     None => return Err(DecodeError::at(DecodeErrorKind::InvalidUtf8, offset)),
                 }
@@ -298,14 +298,3 @@ macro_rules! typed_sink {
 
 typed_sink!(Singular: int, double, float, boolean, string, bytes);
 typed_sink!(Elements: element_int, element_double, element_float, element_bool, element_str, element_bytes);
-
-/// `bytes` as text if it is UTF-8. Short ASCII strings (codes, flags, names: most string
-/// columns) are recognised inline, without the call into the general validator.
-#[inline(always)]
-fn utf8(bytes: &[u8]) -> Option<&str> {
-    if bytes.len() <= 32 && bytes.is_ascii() {
-        // SAFETY: every byte is ASCII, and ASCII text is valid UTF-8.
-        return Some(unsafe { std::str::from_utf8_unchecked(bytes) });
-    }
-    std::str::from_utf8(bytes).ok()
-}

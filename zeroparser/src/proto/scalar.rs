@@ -100,9 +100,9 @@ impl ScalarPlan {
             (ProtoKind::Bool, _) => return Ok(Scalar::Bool(reader.read_varint()? != 0)),
             (ProtoKind::String, ColumnType::String) => {
                 let (bytes, offset) = reader.read_len_delimited()?;
-                return match std::str::from_utf8(bytes) {
-                    Ok(text) => Ok(Scalar::Str(Cow::Borrowed(text))),
-                    Err(_) => Err(DecodeError::at(DecodeErrorKind::InvalidUtf8, offset)),
+                return match crate::utf8::text(bytes) {
+                    Some(text) => Ok(Scalar::Str(Cow::Borrowed(text))),
+                    None => Err(DecodeError::at(DecodeErrorKind::InvalidUtf8, offset)),
                 };
             }
             (ProtoKind::Bytes, ColumnType::Binary) => {
@@ -162,7 +162,7 @@ impl ScalarPlan {
             (_, Raw::F64(value)) => Ok(Scalar::Double(value)),
             (ColumnType::Binary, Raw::Bytes(bytes)) => Ok(Scalar::Bytes(bytes)),
             (target, Raw::Bytes(bytes)) => {
-                let text = std::str::from_utf8(bytes).map_err(|_| DecodeErrorKind::InvalidUtf8)?;
+                let text = crate::utf8::text(bytes).ok_or(DecodeErrorKind::InvalidUtf8)?;
                 if *target == ColumnType::Variant {
                     Ok(Scalar::Str(variant_text(text)?))
                 } else {
