@@ -316,17 +316,14 @@ impl JsonSink for JsonWriter<'_> {
 
     #[inline(always)]
     fn push_key_str(&mut self, map: usize, text: &str) {
-        let key_node = self.tree.child(map, 0);
-        self.push_leaf(key_node, |data| data.push_str(text));
-        self.check_key(map, Some(bytes_print(text.as_bytes())));
+        let print = bytes_print(text.as_bytes());
+        self.push_key_with(map, Some(print), |data| data.push_str(text));
     }
 
     #[inline(always)]
     fn push_key_int(&mut self, map: usize, value: i64) {
-        // An integer key is printed from the column, which holds it as it checks it.
-        let key_node = self.tree.child(map, 0);
-        self.push_leaf(key_node, |data| data.push_int(value));
-        self.check_key(map, None);
+        // Printed from the column: reading back a word just stored costs nothing extra.
+        self.push_key_with(map, None, |data| data.push_int(value));
     }
 
     fn clear(&mut self, node: usize) {
@@ -345,6 +342,20 @@ impl JsonSink for JsonWriter<'_> {
 }
 
 impl JsonWriter<'_> {
+    /// Commits the next key of map `map` with `push` and checks it, by `print` if the
+    /// caller has it from the key's source (see [`Self::check_key`]).
+    #[inline(always)]
+    fn push_key_with(
+        &mut self,
+        map: usize,
+        print: Option<u64>,
+        push: impl FnOnce(&mut Data) -> bool,
+    ) {
+        let key_node = self.tree.child(map, 0);
+        self.push_leaf(key_node, push);
+        self.check_key(map, print);
+    }
+
     /// Fails the record if the key map `map` committed last (print `print`, if known)
     /// repeats one of its open row's (the value tree keeps the first position with the last
     /// value) or the row is too long.
