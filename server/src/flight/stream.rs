@@ -21,7 +21,8 @@ use crate::ingest::acks::{Acks, End};
 use crate::ingest::inbound::read_error_status;
 use crate::ingest::open::{log_open_frame, table_sink};
 use crate::ingest::run::wait_to_append;
-use crate::ingest::stream::sleep_until_some;
+use crate::ingest::signals::{Signal, StreamSignals};
+use crate::ingest::stream::idle_end;
 use crate::journal::frames::{encode_arrow, RecordFormat, KIND_ARROW};
 use crate::limits::StreamSlot;
 use crate::pod::Pod;
@@ -133,37 +134,35 @@ async fn serve(
     slot: &StreamSlot,
 ) -> End {
     let limits = &pod.config.limits;
-    let mut idle_deadline = tokio::time::Instant::now() + limits.idle_stream_timeout;
-    let mut close_deadline: Option<tokio::time::Instant> = None;
+    let mut signals = StreamSignals::for_pod(pod);
     loop {
         if let Err(end) = acks.send_durable().await {
             return end;
         }
         tokio::select! {
             biased;
-            _ = pod.shutdown.cancelled() => return End::Shutdown,
-            _ = pod.draining.cancelled(), if close_deadline.is_none() => {
-                let grace = pod.drain_grace();
-                close_deadline = Some(tokio::time::Instant::now() + grace);
-                if let Err(end) = acks.send_close_signal(grace).await {
-                    return end;
+            signal = signals.next(acks.is_empty()) => match signal {
+                Signal::Shutdown | Signal::CloseDeadline => return End::Shutdown,
+                Signal::Draining => {
+                    let grace = pod.drain_grace();
+                    signals.close_in(grace);
+                    if let Err(end) = acks.send_close_signal(grace).await {
+                        return end;
+                    }
                 }
-            }
-            _ = sleep_until_some(close_deadline) => return End::Shutdown,
-            changed = acks.pending_durable_changed(&pod.wal_stopped) => {
+                Signal::WalStopped => return acks.wal_stopped().await,
+                Signal::Idle => return idle_end(limits.idle_stream_timeout),
+                // Not watched by a Flight stream.
+                Signal::HoldEnded(_) | Signal::SchemaChanged => {}
+            },
+            changed = acks.pending_durable_changed() => {
                 if let Err(end) = changed {
                     return end;
                 }
             }
-            _ = tokio::time::sleep_until(idle_deadline), if acks.is_empty() => {
-                return End::Failed(Status::unavailable(format!(
-                    "stream idle for {:?} (--idle-stream-timeout); closed, reconnect to continue",
-                    limits.idle_stream_timeout
-                )));
-            }
             message = inbound.message(), if acks.inflight_bytes() <= limits.max_inflight_bytes => match message {
                 Ok(Some(data)) => {
-                    idle_deadline = tokio::time::Instant::now() + limits.idle_stream_timeout;
+                    signals.active();
                     if let Err(e) = take(pod, stream, acks, slot, data).await {
                         return End::from_error(e);
                     }

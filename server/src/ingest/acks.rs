@@ -12,7 +12,6 @@ use sluice_proto::{
 };
 use sluice_wal::{DurableState, Lsn, WalError};
 use tokio::sync::{mpsc, watch};
-use tokio_util::sync::CancellationToken;
 use tonic::Status;
 
 use crate::error::ServerError;
@@ -195,21 +194,25 @@ impl<R: AckWire> Acks<R> {
     }
 
     /// [`durable_changed`](Self::durable_changed) while a logged frame awaits its ack;
-    /// while the ledger is empty, only `wal_stopped` (the pod's: cancelled once the WAL
-    /// fails or closes) ends the wait, with the status the stream ends with. Every WAL fsync
-    /// changes the durable state, so a stream with nothing to ack must not wait on it: each
-    /// fsync would wake every open stream of the pod (with 50 000 streams open, that wake-up
-    /// herd was most of the pod's CPU).
-    pub async fn pending_durable_changed(
-        &mut self,
-        wal_stopped: &CancellationToken,
-    ) -> Result<(), End> {
-        if !self.pending.is_empty() {
-            return self.durable_changed().await;
+    /// never while the ledger is empty. Every WAL fsync changes the durable state, so a
+    /// stream with nothing to ack must not wait on it: each fsync would wake every open
+    /// stream of the pod (with 50 000 streams open, that wake-up herd was most of the
+    /// pod's CPU). An idle stream learns of a stopped WAL from the pod's `wal_stopped`
+    /// token instead (`signals`), and ends with [`wal_stopped`](Self::wal_stopped).
+    pub async fn pending_durable_changed(&mut self) -> Result<(), End> {
+        if self.pending.is_empty() {
+            return std::future::pending().await;
         }
-        wal_stopped.cancelled().await;
-        self.send_durable().await?;
-        Err(End::Failed(Status::unavailable("write-ahead log stopped")))
+        self.durable_changed().await
+    }
+
+    /// How a stream with nothing to ack ends when the WAL stopped: the status of a
+    /// failed WAL (its reason), else UNAVAILABLE.
+    pub async fn wal_stopped(&mut self) -> End {
+        match self.send_durable().await {
+            Err(end) => end,
+            Ok(()) => End::Failed(Status::unavailable("write-ahead log stopped")),
+        }
     }
 
     /// Sends `CloseStreamSignal` with `grace`.
@@ -347,32 +350,23 @@ mod tests {
     #[tokio::test]
     async fn a_stream_with_nothing_to_ack_is_not_woken_by_fsyncs() {
         use futures::FutureExt;
-        let stopped = CancellationToken::new();
         let (mut acks, wal, _rx) = ledger();
         assert!(acks.send_durable().await.is_ok());
         wal.send_replace(durable_at(5));
         assert!(
-            acks.pending_durable_changed(&stopped)
-                .now_or_never()
-                .is_none(),
+            acks.pending_durable_changed().now_or_never().is_none(),
             "an empty ledger waits on no fsync"
         );
         acks.logged(10, 0, 1);
         assert!(
-            matches!(
-                acks.pending_durable_changed(&stopped).now_or_never(),
-                Some(Ok(()))
-            ),
+            matches!(acks.pending_durable_changed().now_or_never(), Some(Ok(()))),
             "a pending frame sees the durable state move"
         );
         assert!(acks.send_durable().await.is_ok());
-        assert!(acks
-            .pending_durable_changed(&stopped)
-            .now_or_never()
-            .is_none());
+        assert!(acks.pending_durable_changed().now_or_never().is_none());
         wal.send_replace(durable_at(10));
         assert!(matches!(
-            acks.pending_durable_changed(&stopped).now_or_never(),
+            acks.pending_durable_changed().now_or_never(),
             Some(Ok(()))
         ));
     }
@@ -380,20 +374,31 @@ mod tests {
     #[tokio::test]
     async fn an_idle_stream_ends_unavailable_when_the_wal_fails() {
         use futures::FutureExt;
-        let stopped = CancellationToken::new();
         let (mut acks, wal, _rx) = ledger();
         assert!(acks.send_durable().await.is_ok());
         wal.send_replace(DurableState {
             durable: 0,
             failed: Some("EIO".into()),
         });
-        stopped.cancel();
-        match acks.pending_durable_changed(&stopped).now_or_never() {
-            Some(Err(End::Failed(status))) => {
+        match acks.wal_stopped().now_or_never() {
+            Some(End::Failed(status)) => {
                 assert_eq!(status.code(), tonic::Code::Unavailable);
                 assert!(status.message().contains("EIO"), "{status:?}");
             }
             _ => panic!("an idle stream must end when the WAL fails"),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_idle_stream_ends_unavailable_when_the_wal_closes() {
+        use futures::FutureExt;
+        let (mut acks, _wal, _rx) = ledger();
+        match acks.wal_stopped().now_or_never() {
+            Some(End::Failed(status)) => {
+                assert_eq!(status.code(), tonic::Code::Unavailable);
+                assert!(status.message().contains("stopped"), "{status:?}");
+            }
+            _ => panic!("an idle stream must end when the WAL closes"),
         }
     }
 

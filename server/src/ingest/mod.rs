@@ -10,6 +10,7 @@ mod persistent_open;
 mod request;
 pub(crate) mod run;
 pub(crate) mod service;
+pub(crate) mod signals;
 pub(crate) mod stream;
 
 pub use service::IngestService;

@@ -73,10 +73,7 @@ pub async fn wait_to_append(
     records: usize,
     record_bytes: usize,
 ) {
-    metrics::counter!("sluice_ingest_records_total").increment(records as u64);
-    metrics::counter!("sluice_table_records_total", "table" => sink.name().to_string())
-        .increment(records as u64);
-    metrics::counter!("sluice_ingest_bytes_total").increment(record_bytes as u64);
+    sink.ingress().streamed(records, record_bytes);
     pod.load.record_ingress(record_bytes);
     let memtable_limit = pod
         .config
@@ -206,7 +203,7 @@ async fn process_part(
         acks.logged(lsn, last_offset, record_bytes);
         // Run taken from the stream → logged: parsing and the waits for room, pace and the
         // WAL's queue (the ack latency histogram starts where this ends).
-        metrics::histogram!("sluice_ingest_run_seconds").record(started.elapsed().as_secs_f64());
+        stream.sink.ingress().run_took(started.elapsed());
     }
     if let Some(request) = evolve_for {
         auto_evolve::evolve_for(pod, &stream.sink, &request).await?;

@@ -21,25 +21,17 @@ use super::acks::{response, Acks, End, Tx};
 use super::inbound::{read_error_status, Inbound};
 use super::open::{open_stream, OpenedStream};
 use super::run::{gather, process_run};
+use super::signals::{Signal, StreamSignals};
 use crate::auth::Caller;
 use crate::limits::StreamSlot;
 use crate::pod::Pod;
 use crate::pstreams::{Attached, Ending};
 
-/// Sleeps until `deadline`, or forever when there is none.
-pub(crate) async fn sleep_until_some(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
-}
-
-/// Resolves when a persistent stream's connection must end; never for an ephemeral one.
-async fn hold_ended(attached: &mut Option<Attached>) -> Ending {
-    match attached {
-        Some(a) => a.ended().await,
-        None => std::future::pending().await,
-    }
+/// How a stream idle for `timeout` (with nothing to ack) ends.
+pub(crate) fn idle_end(timeout: std::time::Duration) -> End {
+    End::Failed(Status::unavailable(format!(
+        "stream idle for {timeout:?} (--idle-stream-timeout); closed, reconnect to continue"
+    )))
 }
 
 /// Reads a stream's opening request; on a read error, tells the client (if
@@ -144,14 +136,12 @@ struct StreamState<'p> {
 
 impl StreamState<'_> {
     async fn serve(&mut self, inbound: &mut impl Inbound) -> End {
-        let shutdown = self.pod.shutdown.clone();
-        let draining = self.pod.draining.clone();
-        let limits = &self.pod.config.limits;
-        let mut idle_deadline = tokio::time::Instant::now() + limits.idle_stream_timeout;
-        // Set once the pod drains: CloseStreamSignal was sent; the stream keeps reading and
-        // acking until the client moves away or this passes.
-        let mut close_deadline: Option<tokio::time::Instant> = None;
-        let mut schema_changes = self.opened.sink.watch_schema();
+        let pod = self.pod;
+        let limits = &pod.config.limits;
+        let mut signals = StreamSignals::for_pod(pod).with_schema(self.opened.sink.watch_schema());
+        if let Some(attached) = &self.attached {
+            signals = signals.with_hold(attached.ended());
+        }
         // Requests in the previous run: the next run's list is sized for as many.
         let mut last_run = 1;
         loop {
@@ -160,39 +150,38 @@ impl StreamState<'_> {
             }
             tokio::select! {
                 biased;
-                _ = shutdown.cancelled() => return End::Shutdown,
-                why = hold_ended(&mut self.attached) => return self.hold_lost(why).await,
-                _ = draining.cancelled(), if close_deadline.is_none() => {
-                    let grace = self.pod.drain_grace();
-                    close_deadline = Some(tokio::time::Instant::now() + grace);
-                    if let Err(end) = self.acks.send_close_signal(grace).await {
-                        return end;
+                signal = signals.next(self.acks.is_empty()) => match signal {
+                    Signal::Shutdown | Signal::CloseDeadline => return End::Shutdown,
+                    Signal::HoldEnded(why) => return self.hold_lost(why).await,
+                    Signal::Draining => {
+                        // The stream keeps reading and acking until the client moves
+                        // away or the grace passes.
+                        let grace = pod.drain_grace();
+                        signals.close_in(grace);
+                        if let Err(end) = self.acks.send_close_signal(grace).await {
+                            return end;
+                        }
                     }
-                }
-                _ = sleep_until_some(close_deadline) => return End::Shutdown,
-                Ok(()) = schema_changes.changed() => {
-                    if let Some(column) = self.column_gone() {
-                        return self.schema_broken(&column).await;
+                    Signal::SchemaChanged => {
+                        if let Some(column) = self.column_gone() {
+                            return self.schema_broken(&column).await;
+                        }
                     }
-                }
-                changed = self.acks.pending_durable_changed(&self.pod.wal_stopped) => {
+                    Signal::WalStopped => return self.acks.wal_stopped().await,
+                    Signal::Idle => return idle_end(limits.idle_stream_timeout),
+                },
+                changed = self.acks.pending_durable_changed() => {
                     if let Err(end) = changed {
                         return end;
                     }
                 }
-                _ = tokio::time::sleep_until(idle_deadline), if self.acks.is_empty() => {
-                    return End::Failed(Status::unavailable(format!(
-                        "stream idle for {:?} (--idle-stream-timeout); closed, reconnect to continue",
-                        limits.idle_stream_timeout
-                    )));
-                }
                 // Back-pressure: read no more while too much awaits its ack.
                 message = inbound.next_request(), if self.acks.inflight_bytes() <= limits.max_inflight_bytes => match message {
                     Ok(Some(first)) => {
-                        idle_deadline = tokio::time::Instant::now() + limits.idle_stream_timeout;
+                        signals.active();
                         let (run, read_error) = gather(first, inbound, last_run);
                         last_run = run.len();
-                        if let Err(e) = process_run(self.pod, &mut self.opened, &self.slot, &mut self.acks, run).await {
+                        if let Err(e) = process_run(pod, &mut self.opened, &self.slot, &mut self.acks, run).await {
                             return End::from_error(e);
                         }
                         // An over-size or undecodable request right after the

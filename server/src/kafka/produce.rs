@@ -248,9 +248,7 @@ pub async fn produce(
     };
     if outcome.error_code == code::NONE {
         metrics::counter!("sluice_kafka_records_total").increment(texts.len() as u64);
-        metrics::counter!("sluice_table_records_total", "table" => sink.name().to_string())
-            .increment(texts.len() as u64);
-        metrics::counter!("sluice_ingest_bytes_total").increment(bytes as u64);
+        sink.ingress().written(texts.len(), bytes);
         pod.load.record_ingress(bytes);
     }
     Ok(outcome)

@@ -150,9 +150,7 @@ pub async fn export(
     pod.wal.wait_durable(lsn).await?;
     metrics::counter!("sluice_otlp_items_total", "signal" => signal.name())
         .increment(exported.accepted as u64);
-    metrics::counter!("sluice_table_records_total", "table" => sink.name().to_string())
-        .increment(exported.accepted as u64);
-    metrics::counter!("sluice_ingest_bytes_total").increment(bytes as u64);
+    sink.ingress().written(exported.accepted, bytes);
     pod.load.record_ingress(bytes);
     Ok(exported)
 }

@@ -67,17 +67,30 @@ pub struct Attached {
 }
 
 impl Attached {
-    /// Resolves when this connection must end, and why.
-    pub async fn ended(&mut self) -> Ending {
-        loop {
-            let (generation, why) = *self.signals.borrow_and_update();
-            if generation > self.generation {
-                return why;
-            }
-            if self.signals.changed().await.is_err() {
-                return std::future::pending().await;
-            }
+    /// Yields once, when this connection must end, and why. It watches a copy of the
+    /// signal, so the hold stays with `self` (released when the connection's stream ends).
+    pub fn ended(&self) -> futures::stream::BoxStream<'static, Ending> {
+        use futures::StreamExt;
+        let generation = self.generation;
+        let signals = self.signals.clone();
+        futures::stream::once(async move { ended_after(signals, generation).await })
+            .filter_map(|why| async move { why })
+            .boxed()
+    }
+}
+
+/// Why a connection of `generation` must end, once the signal passes it; None if the
+/// signal's sender is gone first.
+async fn ended_after(
+    mut signals: watch::Receiver<(u64, Ending)>,
+    generation: u64,
+) -> Option<Ending> {
+    loop {
+        let (at, why) = *signals.borrow_and_update();
+        if at > generation {
+            return Some(why);
         }
+        signals.changed().await.ok()?;
     }
 }
 
@@ -268,6 +281,8 @@ impl PersistentStreams {
 mod tests {
     use std::time::Duration;
 
+    use futures::StreamExt;
+
     use super::*;
 
     fn streams(dir: &std::path::Path) -> PersistentStreams {
@@ -284,16 +299,16 @@ mod tests {
             .await
             .expect("create")
             .id;
-        let mut first = streams.attach(&id).await.expect("attach");
+        let first = streams.attach(&id).await.expect("attach");
         let second = {
             let streams = streams.clone();
             let id = id.clone();
             tokio::spawn(async move { streams.attach(&id).await.map(|_| ()) })
         };
-        let why = tokio::time::timeout(Duration::from_secs(5), first.ended())
+        let why = tokio::time::timeout(Duration::from_secs(5), first.ended().next())
             .await
             .expect("the first connection is told to end");
-        assert_eq!(why, Ending::Resumed);
+        assert_eq!(why, Some(Ending::Resumed));
         assert!(
             !second.is_finished(),
             "waits while the first holds the stream"
@@ -312,9 +327,9 @@ mod tests {
             .await
             .expect("create")
             .id;
-        let mut held = streams.attach(&id).await.expect("attach");
+        let held = streams.attach(&id).await.expect("attach");
         assert!(streams.retire(&id).await.expect("retire").retired);
-        assert_eq!(held.ended().await, Ending::Retired);
+        assert_eq!(held.ended().next().await, Some(Ending::Retired));
         assert!(streams.retire(&id).await.expect("again").retired);
         assert!(matches!(
             streams.retire("nope").await,

@@ -318,9 +318,7 @@ async fn write_parsed(
     } else {
         write.run().await?;
     }
-    metrics::counter!("sluice_table_records_total", "table" => sink.name().to_string())
-        .increment(records.len() as u64);
-    metrics::counter!("sluice_ingest_bytes_total").increment(bytes as u64);
+    sink.ingress().written(records.len(), bytes);
     pod.load.record_ingress(bytes);
     Ok(Inserted {
         records: records.len(),

@@ -15,6 +15,7 @@ mod delta_schema;
 pub(crate) mod file_layout;
 pub mod fit;
 mod flush_lead;
+pub mod ingress;
 mod offload;
 pub mod open_frames;
 pub mod rescued_data;

@@ -117,6 +117,8 @@ pub struct TableSink {
     schema_changes: tokio::sync::watch::Sender<u64>,
     /// How long recent flushes took, to start the next one early enough.
     lead: Mutex<super::flush_lead::FlushLead>,
+    /// The ingest counters of this table's writes.
+    ingress: super::ingress::IngressMeters,
 }
 
 /// How a sink flushes and hands off, beside its table and WAL.
@@ -161,6 +163,7 @@ impl TableSink {
             Some(route) => CommitRoute::Elected(route),
             None => CommitRoute::in_process(name.clone(), delta.clone(), options.commit),
         };
+        let ingress = super::ingress::IngressMeters::for_table(&name);
         TableSink {
             added: options.added,
             upkeep: super::upkeep::Upkeep::new(name.clone(), delta.clone()),
@@ -180,7 +183,13 @@ impl TableSink {
             last_auto_evolve: Mutex::new(None),
             schema_changes: tokio::sync::watch::Sender::new(0),
             lead: Mutex::new(Default::default()),
+            ingress,
         }
+    }
+
+    /// The ingest counters of this table's writes.
+    pub fn ingress(&self) -> &super::ingress::IngressMeters {
+        &self.ingress
     }
 
     /// A receiver that sees every schema change this sink applies.
