@@ -30,6 +30,8 @@ pub struct OpenedStream {
     /// The table schema the parser's builder was made for (the table's at
     /// the open, or after an auto-evolve of this stream).
     pub built_for: Arc<sluice_zeroparser::TableSchema>,
+    /// The stream's logged-LSN mark in the pod's stream registry.
+    pub logged: crate::journal::streams::LoggedMark,
 }
 
 /// Validates the request and logs the stream-open frame.
@@ -231,5 +233,6 @@ pub async fn log_open(
         parser: RequestParser::new(format, plan, builder, pod.config.limits.max_record_bytes),
         persistent,
         built_for,
+        logged: pod.streams.mark(key),
     })
 }

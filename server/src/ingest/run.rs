@@ -196,7 +196,7 @@ async fn process_part(
             .sink
             .append_rows(KIND_RECORDS, payload, Some(rows), mark)
             .await?;
-        pod.streams.records_logged(stream.key, lsn);
+        stream.logged.logged(lsn);
         if let Some(id) = &stream.persistent {
             pod.pstreams.wal_logged(id, last_offset, lsn);
         }

@@ -6,6 +6,7 @@
 //! segment holding a needed open frame, the frame is logged again.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use sluice_wal::{Lsn, Wal};
@@ -18,12 +19,33 @@ struct Entry {
     table: String,
     payload: Arc<Vec<u8>>,
     open_end_lsn: Lsn,
-    last_record_lsn: Lsn,
+    last_record_lsn: LoggedMark,
     active: bool,
     /// Opened by the pod itself for a service that has no producer-held stream (the REST
     /// insert service, which MQTT, Kafka and OTLP write through): open for the pod's life,
     /// so a drain does not wait for it.
     internal: bool,
+}
+
+/// A stream's highest logged record LSN, shared by its registry entry and its run loop,
+/// which raises it after every run without the registry's lock (a pod-wide mutex and a
+/// map lookup per request were 1.4 % of the pod's CPU with 5 000 one-record streams).
+#[derive(Clone, Default)]
+pub struct LoggedMark(Arc<AtomicU64>);
+
+impl LoggedMark {
+    fn at(lsn: Lsn) -> Self {
+        LoggedMark(Arc::new(AtomicU64::new(lsn)))
+    }
+
+    /// Notes that the stream logged records up to `lsn`.
+    pub fn logged(&self, lsn: Lsn) {
+        self.0.fetch_max(lsn, Ordering::AcqRel);
+    }
+
+    fn get(&self) -> Lsn {
+        self.0.load(Ordering::Acquire)
+    }
 }
 
 /// The registry of streams with frames in the WAL.
@@ -55,7 +77,7 @@ impl StreamRegistry {
                     table: table.to_string(),
                     payload,
                     open_end_lsn,
-                    last_record_lsn: open_end_lsn,
+                    last_record_lsn: LoggedMark::at(open_end_lsn),
                     active,
                     internal: false,
                 },
@@ -75,11 +97,19 @@ impl StreamRegistry {
 
     /// Notes that the stream logged records up to `lsn`.
     pub fn records_logged(&self, key: u64, lsn: Lsn) {
-        if let Ok(mut m) = self.lock() {
-            if let Some(e) = m.get_mut(&key) {
-                e.last_record_lsn = e.last_record_lsn.max(lsn);
+        if let Ok(m) = self.lock() {
+            if let Some(e) = m.get(&key) {
+                e.last_record_lsn.logged(lsn);
             }
         }
+    }
+
+    /// The logged-LSN mark of stream `key` (a detached one if it is not registered).
+    pub fn mark(&self, key: u64) -> LoggedMark {
+        self.lock()
+            .ok()
+            .and_then(|m| m.get(&key).map(|e| e.last_record_lsn.clone()))
+            .unwrap_or_default()
     }
 
     /// Notes that the stream's connection ended.
@@ -112,7 +142,9 @@ impl StreamRegistry {
         let mut to_relog = Vec::new();
         {
             let mut m = self.lock()?;
-            m.retain(|_, e| e.active || committed(&e.table).is_some_and(|c| c < e.last_record_lsn));
+            m.retain(|_, e| {
+                e.active || committed(&e.table).is_some_and(|c| c < e.last_record_lsn.get())
+            });
             for (key, e) in m.iter() {
                 if e.open_end_lsn <= point {
                     to_relog.push((*key, e.payload.clone()));
@@ -140,5 +172,40 @@ impl OpenFrames for StreamRegistry {
         committed: CommittedOf<'a>,
     ) -> futures::future::BoxFuture<'a, Result<Option<Lsn>>> {
         Box::pin(self.relog_open_frames_below(wal, point, committed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use sluice_wal::{Wal, WalOptions};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_closed_streams_entry_lives_until_its_table_commits_what_its_mark_says_it_logged() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (wal, _) = Wal::open(WalOptions::new(dir.path())).expect("wal");
+        let registry = StreamRegistry::default();
+        registry.register(7, "main.s.t", Arc::new(vec![1, 2, 3]), 10, true);
+        let mark = registry.mark(7);
+        mark.logged(50);
+        mark.logged(30);
+        registry.closed(7);
+        let behind: CommittedOf<'_> = &|_| Some(49);
+        let relogged = registry
+            .relog_open_frames_below(&wal, 100, behind)
+            .await
+            .expect("relog");
+        assert!(
+            relogged.is_some(),
+            "records up to 50 are not committed: the open frame is still needed"
+        );
+        let caught_up: CommittedOf<'_> = &|_| Some(50);
+        let relogged = registry
+            .relog_open_frames_below(&wal, u64::MAX, caught_up)
+            .await
+            .expect("relog");
+        assert!(relogged.is_none(), "committed up to the mark: forgotten");
+        assert!(registry.lock().expect("lock").is_empty());
     }
 }
