@@ -9,7 +9,7 @@
 //! up. A `cancelled()`, `changed()` or `sleep_until` made afresh on every turn
 //! instead locked the pod-wide tokens' waiter lists twice per request, and
 //! re-registered the idle timer (with 5 000 streams of one-record requests, about
-//! a tenth of the pod's CPU; see ARCHITECTURE.md, "The per-request path").
+//! a tenth of the pod's CPU; README, "A stream's waits armed once").
 
 use std::future::Future;
 use std::pin::Pin;
