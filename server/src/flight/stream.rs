@@ -19,11 +19,12 @@ use crate::auth::{Caller, TABLE_HEADER};
 use crate::error::{Result, ServerError};
 use crate::ingest::acks::{Acks, End};
 use crate::ingest::inbound::read_error_status;
-use crate::ingest::open::{log_open_frame, table_sink};
+use crate::ingest::open::{log_open_frame, table_sink, OpenFrame};
 use crate::ingest::run::wait_to_append;
 use crate::ingest::signals::{Signal, StreamSignals};
 use crate::ingest::stream::idle_end;
 use crate::journal::frames::{encode_arrow, RecordFormat, KIND_ARROW};
+use crate::journal::streams::LoggedMark;
 use crate::limits::StreamSlot;
 use crate::pod::Pod;
 use crate::sink::SharedSink;
@@ -34,6 +35,8 @@ pub type PutTx = mpsc::Sender<Result<PutResult, Status>>;
 /// An opened Flight stream.
 struct FlightStream {
     key: u64,
+    /// Its logged-LSN mark in the pod's stream registry.
+    logged: LoggedMark,
     sink: SharedSink,
     decoder: StreamDecoder,
     conform: Conform,
@@ -108,7 +111,7 @@ async fn open(
             "DoPut: the Arrow schema does not fit table `{table}`: {e}"
         ))
     })?;
-    let key = log_open_frame(
+    let OpenFrame { key, logged } = log_open_frame(
         pod,
         &sink,
         RecordFormat::Arrow,
@@ -118,6 +121,7 @@ async fn open(
     .await?;
     Ok(FlightStream {
         key,
+        logged,
         sink,
         decoder: StreamDecoder::new(Arc::new(schema)),
         conform,
@@ -235,7 +239,7 @@ async fn take(
     );
     wait_to_append(pod, &stream.sink, slot, rows, bytes).await;
     let lsn = stream.sink.append(KIND_ARROW, payload, Some(batch)).await?;
-    pod.streams.records_logged(stream.key, lsn);
+    stream.logged.logged(lsn);
     acks.logged_rows(lsn, offset, bytes, rows as u64);
     stream.next_offset += 1;
     Ok(())

@@ -11,6 +11,7 @@ use super::request::RequestParser;
 use crate::auth::Caller;
 use crate::error::{Result, ServerError};
 use crate::journal::frames::{RecordFormat, StreamOpen, KIND_STREAM_OPEN};
+use crate::journal::streams::LoggedMark;
 use crate::journal::RecordPlan;
 use crate::pod::Pod;
 use crate::sink::SharedSink;
@@ -31,7 +32,7 @@ pub struct OpenedStream {
     /// the open, or after an auto-evolve of this stream).
     pub built_for: Arc<sluice_zeroparser::TableSchema>,
     /// The stream's logged-LSN mark in the pod's stream registry.
-    pub logged: crate::journal::streams::LoggedMark,
+    pub logged: LoggedMark,
 }
 
 /// Validates the request and logs the stream-open frame.
@@ -180,15 +181,23 @@ pub fn compile(
     })
 }
 
+/// A stream whose open frame is logged and registered.
+pub struct OpenFrame {
+    /// The stream's key in the WAL.
+    pub key: u64,
+    /// The stream's logged-LSN mark in the pod's stream registry.
+    pub logged: LoggedMark,
+}
+
 /// Logs a new stream's open frame into the WAL for the table of `sink` and registers
-/// the stream (so the frame outlives a purge while needed); returns the stream's key.
+/// the stream (so the frame outlives a purge while needed).
 pub async fn log_open_frame(
     pod: &Pod,
     sink: &SharedSink,
     format: RecordFormat,
     descriptor: Vec<u8>,
     persistent: Option<&str>,
-) -> Result<u64> {
+) -> Result<OpenFrame> {
     let key = rand::random::<u64>();
     let open = StreamOpen {
         stream_key: key,
@@ -202,8 +211,8 @@ pub async fn log_open_frame(
     let lsn = sink
         .append(KIND_STREAM_OPEN, payload.as_ref().clone(), None)
         .await?;
-    pod.streams.register(key, sink.name(), payload, lsn, true);
-    Ok(key)
+    let logged = pod.streams.register(key, sink.name(), payload, lsn, true);
+    Ok(OpenFrame { key, logged })
 }
 
 /// Logs the stream-open frame of a checked stream (of persistent stream
@@ -222,7 +231,8 @@ pub async fn log_open(
     } = checked;
     let built_for = sink.schema();
     let builder = sink.batch_builder_for(&built_for)?;
-    let key = log_open_frame(pod, &sink, format, descriptor, persistent.as_deref()).await?;
+    let OpenFrame { key, logged } =
+        log_open_frame(pod, &sink, format, descriptor, persistent.as_deref()).await?;
     Ok(OpenedStream {
         key,
         stream_id: match &persistent {
@@ -233,6 +243,6 @@ pub async fn log_open(
         parser: RequestParser::new(format, plan, builder, pod.config.limits.max_record_bytes),
         persistent,
         built_for,
-        logged: pod.streams.mark(key),
+        logged,
     })
 }

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::task::AtomicWaker;
 use futures::StreamExt;
@@ -73,7 +74,7 @@ pub struct StreamSignals {
     waker: Waker,
     /// The task waker last registered in `flag`.
     task: Option<Waker>,
-    shutdown: Cancelled,
+    shutdown: Option<Cancelled>,
     draining: Option<Cancelled>,
     wal_stopped: Option<Cancelled>,
     close: Option<Pin<Box<Sleep>>>,
@@ -82,7 +83,7 @@ pub struct StreamSignals {
     idle_at: Instant,
     idle_timeout: Duration,
     schema: Option<BoxStream<'static, ()>>,
-    hold: Option<BoxStream<'static, Ending>>,
+    hold: Option<BoxFuture<'static, Option<Ending>>>,
     due: Due,
 }
 
@@ -117,7 +118,7 @@ impl StreamSignals {
             waker: Waker::from(flag.clone()),
             flag,
             task: None,
-            shutdown: Box::pin(shutdown.clone().cancelled_owned()),
+            shutdown: Some(Box::pin(shutdown.clone().cancelled_owned())),
             draining: Some(Box::pin(draining.clone().cancelled_owned())),
             wal_stopped: Some(Box::pin(wal_stopped.clone().cancelled_owned())),
             close: None,
@@ -151,8 +152,9 @@ impl StreamSignals {
         self
     }
 
-    /// Also reports the end of a persistent stream's hold (`ended`: yields it once).
-    pub fn with_hold(mut self, ended: BoxStream<'static, Ending>) -> Self {
+    /// Also reports the end of a persistent stream's hold (`ended`: why, or None if the
+    /// hold can no longer end).
+    pub fn with_hold(mut self, ended: BoxFuture<'static, Option<Ending>>) -> Self {
         self.hold = Some(ended);
         self
     }
@@ -206,11 +208,11 @@ impl StreamSignals {
     fn poll_sources(&mut self) {
         let mut cx = Context::from_waker(&self.waker);
         let due = &mut self.due;
-        if !due.shutdown && self.shutdown.as_mut().poll(&mut cx).is_ready() {
+        if ready(&mut self.shutdown, &mut cx) {
             due.shutdown = true;
         }
         if let Some(hold) = &mut self.hold {
-            if let Poll::Ready(ended) = hold.poll_next_unpin(&mut cx) {
+            if let Poll::Ready(ended) = hold.as_mut().poll(&mut cx) {
                 due.hold = ended;
                 self.hold = None;
             }
@@ -218,11 +220,8 @@ impl StreamSignals {
         if ready(&mut self.draining, &mut cx) {
             due.draining = true;
         }
-        if let Some(close) = &mut self.close {
-            if close.as_mut().poll(&mut cx).is_ready() {
-                due.close = true;
-                self.close = None;
-            }
+        if ready(&mut self.close, &mut cx) {
+            due.close = true;
         }
         if let Some(schema) = &mut self.schema {
             match schema.poll_next_unpin(&mut cx) {
@@ -276,7 +275,7 @@ impl StreamSignals {
 }
 
 /// Polls a one-shot wait; true (and disarmed) once it fired.
-fn ready(wait: &mut Option<Cancelled>, cx: &mut Context<'_>) -> bool {
+fn ready<F: Future + ?Sized>(wait: &mut Option<Pin<Box<F>>>, cx: &mut Context<'_>) -> bool {
     let fired = wait
         .as_mut()
         .is_some_and(|w| w.as_mut().poll(cx).is_ready());
@@ -400,12 +399,7 @@ mod tests {
     async fn a_hold_end_is_reported_before_a_drain() {
         let (ended_tx, ended_rx) = tokio::sync::oneshot::channel::<Ending>();
         let (pod, s) = signals(Duration::from_secs(600));
-        let mut s = s.with_hold(
-            ended_rx
-                .into_stream()
-                .filter_map(|r| async { r.ok() })
-                .boxed(),
-        );
+        let mut s = s.with_hold(ended_rx.map(Result::ok).boxed());
         assert_eq!(now(&mut s, false), None);
         pod.draining.cancel();
         let _ = ended_tx.send(Ending::Retired);

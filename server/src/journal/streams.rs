@@ -30,7 +30,7 @@ struct Entry {
 /// A stream's highest logged record LSN, shared by its registry entry and its run loop,
 /// which raises it after every run without the registry's lock (a pod-wide mutex and a
 /// map lookup per request were 1.4 % of the pod's CPU with 5 000 one-record streams).
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct LoggedMark(Arc<AtomicU64>);
 
 impl LoggedMark {
@@ -61,7 +61,8 @@ impl StreamRegistry {
             .map_err(|_| ServerError::Internal("stream registry poisoned".into()))
     }
 
-    /// Records a stream whose open frame ends at `open_end_lsn`.
+    /// Records a stream whose open frame ends at `open_end_lsn`; returns its logged-LSN
+    /// mark, for the stream to raise as it logs records.
     pub fn register(
         &self,
         key: u64,
@@ -69,7 +70,8 @@ impl StreamRegistry {
         payload: Arc<Vec<u8>>,
         open_end_lsn: Lsn,
         active: bool,
-    ) {
+    ) -> LoggedMark {
+        let mark = LoggedMark::at(open_end_lsn);
         if let Ok(mut m) = self.lock() {
             m.insert(
                 key,
@@ -77,12 +79,13 @@ impl StreamRegistry {
                     table: table.to_string(),
                     payload,
                     open_end_lsn,
-                    last_record_lsn: LoggedMark::at(open_end_lsn),
+                    last_record_lsn: mark.clone(),
                     active,
                     internal: false,
                 },
             );
         }
+        mark
     }
 
     /// Marks an open stream as the pod's own (see `Entry::internal`): a drain does not wait
@@ -102,14 +105,6 @@ impl StreamRegistry {
                 e.last_record_lsn.logged(lsn);
             }
         }
-    }
-
-    /// The logged-LSN mark of stream `key` (a detached one if it is not registered).
-    pub fn mark(&self, key: u64) -> LoggedMark {
-        self.lock()
-            .ok()
-            .and_then(|m| m.get(&key).map(|e| e.last_record_lsn.clone()))
-            .unwrap_or_default()
     }
 
     /// Notes that the stream's connection ended.
@@ -186,8 +181,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let (wal, _) = Wal::open(WalOptions::new(dir.path())).expect("wal");
         let registry = StreamRegistry::default();
-        registry.register(7, "main.s.t", Arc::new(vec![1, 2, 3]), 10, true);
-        let mark = registry.mark(7);
+        let mark = registry.register(7, "main.s.t", Arc::new(vec![1, 2, 3]), 10, true);
         mark.logged(50);
         mark.logged(30);
         registry.closed(7);

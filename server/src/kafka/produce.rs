@@ -165,7 +165,9 @@ impl KafkaIngest {
         let stream = cell
             .get_or_try_init(|| async {
                 Ok::<_, ServerError>(PlainStream {
-                    key: log_open_frame(pod, sink, RecordFormat::Json, Vec::new(), None).await?,
+                    key: log_open_frame(pod, sink, RecordFormat::Json, Vec::new(), None)
+                        .await?
+                        .key,
                     next_offset: AtomicI64::new(0),
                 })
             })
@@ -305,7 +307,9 @@ async fn write_idempotent(
     let key = match slot.stream_key {
         Some(key) => key,
         None => {
-            let key = log_open_frame(pod, sink, RecordFormat::Json, Vec::new(), Some(&id)).await?;
+            let key = log_open_frame(pod, sink, RecordFormat::Json, Vec::new(), Some(&id))
+                .await?
+                .key;
             slot.stream_key = Some(key);
             key
         }

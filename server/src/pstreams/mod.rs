@@ -67,15 +67,11 @@ pub struct Attached {
 }
 
 impl Attached {
-    /// Yields once, when this connection must end, and why. It watches a copy of the
-    /// signal, so the hold stays with `self` (released when the connection's stream ends).
-    pub fn ended(&self) -> futures::stream::BoxStream<'static, Ending> {
-        use futures::StreamExt;
-        let generation = self.generation;
-        let signals = self.signals.clone();
-        futures::stream::once(async move { ended_after(signals, generation).await })
-            .filter_map(|why| async move { why })
-            .boxed()
+    /// Resolves when this connection must end, with why (None: the signal's sender is
+    /// gone, so it never ends that way). It watches a copy of the signal, so the hold stays
+    /// with `self` (released when the connection's stream ends).
+    pub fn ended(&self) -> futures::future::BoxFuture<'static, Option<Ending>> {
+        Box::pin(ended_after(self.signals.clone(), self.generation))
     }
 }
 
@@ -281,8 +277,6 @@ impl PersistentStreams {
 mod tests {
     use std::time::Duration;
 
-    use futures::StreamExt;
-
     use super::*;
 
     fn streams(dir: &std::path::Path) -> PersistentStreams {
@@ -305,7 +299,7 @@ mod tests {
             let id = id.clone();
             tokio::spawn(async move { streams.attach(&id).await.map(|_| ()) })
         };
-        let why = tokio::time::timeout(Duration::from_secs(5), first.ended().next())
+        let why = tokio::time::timeout(Duration::from_secs(5), first.ended())
             .await
             .expect("the first connection is told to end");
         assert_eq!(why, Some(Ending::Resumed));
@@ -329,7 +323,7 @@ mod tests {
             .id;
         let held = streams.attach(&id).await.expect("attach");
         assert!(streams.retire(&id).await.expect("retire").retired);
-        assert_eq!(held.ended().next().await, Some(Ending::Retired));
+        assert_eq!(held.ended().await, Some(Ending::Retired));
         assert!(streams.retire(&id).await.expect("again").retired);
         assert!(matches!(
             streams.retire("nope").await,
