@@ -204,6 +204,19 @@ impl Drop for Process {
     }
 }
 
+/// Removes a scenario's data directory and waits until its file system has committed the
+/// removal (`syncfs` of the parent). Freeing gigabytes of blocks — with online discard,
+/// trimming them — is then over before the next scenario starts: otherwise it lands in that
+/// scenario's first journal commits, which its WAL's fdatasyncs wait for.
+pub fn remove_and_settle(dir: &Path) {
+    let _ = std::fs::remove_dir_all(dir);
+    if let Some(parent) = dir.parent().and_then(|p| std::fs::File::open(p).ok()) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: `parent` is an open file for the duration of the call.
+        unsafe { libc::syncfs(parent.as_raw_fd()) };
+    }
+}
+
 /// `sluice serve` arguments for a benchmark pod on `port`.
 pub fn serve_args(data_dir: &Path, port: u16, flush_interval: &str) -> Vec<String> {
     vec![

@@ -184,6 +184,38 @@ pub(crate) fn truncate(env: &dyn FileSystem, path: &Path, len: u64) -> Result<()
         .map_err(|e| WalError::io(format!("truncate {} to {len} bytes", path.display()), e))
 }
 
+/// Removes every file of `dir` whose name starts with `prefix` and ends with `suffix`.
+pub(crate) fn remove_named(
+    env: &dyn FileSystem,
+    dir: &Path,
+    prefix: &str,
+    suffix: &str,
+) -> Result<()> {
+    for path in list_dir(env, dir)? {
+        let matches = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with(prefix) && n.ends_with(suffix));
+        if matches {
+            remove_file(env, &path)?;
+        }
+    }
+    Ok(())
+}
+
+/// Cuts `path` to `len` bytes without syncing it.
+pub(crate) fn shrink(env: &dyn FileSystem, path: &Path, len: u64) -> Result<()> {
+    env.shrink(path, len)
+        .map_err(|e| WalError::io(format!("shrink {} to {len} bytes", path.display()), e))
+}
+
+/// The size of the file at `path`.
+pub(crate) fn file_len(path: &Path) -> Result<u64> {
+    std::fs::metadata(path)
+        .map(|m| m.len())
+        .map_err(|e| WalError::io(format!("stat {}", path.display()), e))
+}
+
 pub(crate) fn remove_file(env: &dyn FileSystem, path: &Path) -> Result<()> {
     env.remove_file(path)
         .map_err(|e| WalError::io(format!("remove {}", path.display()), e))

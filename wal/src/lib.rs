@@ -24,7 +24,8 @@
 //! - **Recovery** (see [`RecoveryMode`] and the policy in `recovery`) cuts a torn tail of
 //!   the newest segment (damage confined to the last, unsynced batch) or refuses, and
 //!   refuses any other damage; the next append always goes to a brand-new segment.
-//! - **Purging** deletes only whole segments below a given LSN, never the active one.
+//! - **Purging** takes only whole segments below a given LSN out of the log, never the active
+//!   one; their files are shrunk and removed in the background (`reaper`).
 //! - **Exclusive.** One open log per directory (an `flock` on `{dir}/LOCK`).
 //!
 //! # Modules
@@ -36,6 +37,7 @@
 //! | `fs` | the log's file operations with error context, over `env` |
 //! | `segment` | segment naming, listing, creating the active segment |
 //! | `spare` | the thread that keeps a zero-filled segment ready for the next rotation |
+//! | `reaper` | the thread that shrinks and removes purged segments |
 //! | `recovery` | scanning and repairing the directory at open |
 //! | `writer` | the group-commit thread |
 //! | `reader` | reading frames back for replay |
@@ -52,6 +54,7 @@ mod identity;
 mod lsn;
 mod options;
 mod reader;
+mod reaper;
 mod recovery;
 mod segment;
 mod spare;

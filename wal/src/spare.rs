@@ -267,14 +267,5 @@ pub(crate) fn discard(env: &dyn FileSystem, spare: Spare) {
 
 /// Deletes the prepared files a previous life of the log left in `dir`.
 pub(crate) fn remove_leftovers(env: &dyn FileSystem, dir: &Path) -> Result<()> {
-    for path in fs::list_dir(env, dir)? {
-        let is_spare = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.starts_with(PREFIX) && n.ends_with(SUFFIX));
-        if is_spare {
-            fs::remove_file(env, &path)?;
-        }
-    }
-    Ok(())
+    fs::remove_named(env, dir, PREFIX, SUFFIX)
 }

@@ -23,6 +23,7 @@ use crate::identity;
 use crate::lsn::Lsn;
 use crate::options::WalOptions;
 use crate::reader::{Frame, FrameReader};
+use crate::reaper::{self, Reaper};
 use crate::recovery::{self, Outcome, Recovered};
 use crate::segment::{list_segments, ActiveSegment};
 use crate::spare::{self, Preparer};
@@ -72,6 +73,10 @@ struct Inner {
     max_permits: usize,
     /// The directory lock, released at close.
     dir_lock: Mutex<Option<File>>,
+    /// Removes purged segments in the background; stopped at close.
+    reaper: Mutex<Reaper>,
+    /// Held by a purge from choosing its segments until they leave the list.
+    purging: Mutex<()>,
 }
 
 /// What the append mutex protects: LSN assignment and the channel, in one step.
@@ -97,6 +102,7 @@ impl Wal {
         fs::create_dir_all(&dir)?;
         let dir_lock = fs::lock_dir(&dir)?;
         spare::remove_leftovers(env.as_ref(), &dir)?;
+        reaper::remove_leftovers(env.as_ref(), &dir)?;
         let has_segments = !list_segments(env.as_ref(), &dir)?.is_empty();
         let id = identity::load_or_create(&dir, has_segments)?;
         let Outcome {
@@ -153,6 +159,7 @@ impl Wal {
             },
         }
         .spawn()?;
+        let reaper = Reaper::start(Arc::clone(&env))?;
 
         let wal = Wal {
             inner: Arc::new(Inner {
@@ -168,6 +175,8 @@ impl Wal {
                 writer: Mutex::new(Some(handle)),
                 max_permits,
                 dir_lock: Mutex::new(Some(dir_lock)),
+                reaper: Mutex::new(reaper),
+                purging: Mutex::new(()),
             }),
         };
         Ok((wal, recovered))
@@ -285,30 +294,54 @@ impl Wal {
         }
     }
 
-    /// Deletes the oldest segment files whose every frame ends at or below `lsn`, oldest
-    /// first, fsyncing the directory after each. Never the active segment. Returns how many
-    /// were deleted.
+    /// Purges the oldest segment files whose every frame ends at or below `lsn`, never the
+    /// active one, and returns how many. Each leaves the log at once — renamed to a retired
+    /// name, then one directory fsync — and its blocks go back to the file system in the
+    /// background, in steps (see `reaper`: an `unlink` of a whole segment stalled the
+    /// writer's fdatasyncs). A rename that fails stops the purge there; the segments before
+    /// it are purged all the same.
     pub fn purge_below(&self, lsn: Lsn) -> Result<usize> {
-        let mut segments = lock(&self.inner.shared.segments);
+        let _purging = lock(&self.inner.purging);
         // Segment i's frames end where segment i + 1 begins; the last one is active.
-        let candidates = segments
+        let candidates: Vec<(PathBuf, Lsn)> = lock(&self.inner.shared.segments)
             .windows(2)
             .take_while(|pair| pair[1].base_lsn <= lsn)
-            .count();
-        let mut removed = 0;
+            .map(|pair| (pair[0].path.clone(), pair[0].base_lsn))
+            .collect();
+        if candidates.is_empty() {
+            return Ok(0);
+        }
+        let env = self.inner.env.as_ref();
+        let dir = &self.inner.dir;
+        let mut retired = Vec::with_capacity(candidates.len());
         let mut outcome = Ok(());
-        for meta in &segments[..candidates] {
-            let env = self.inner.env.as_ref();
-            outcome =
-                fs::remove_file(env, &meta.path).and_then(|()| fs::sync_dir(env, &self.inner.dir));
-            if outcome.is_err() {
+        for (path, base_lsn) in &candidates {
+            let to = reaper::retired_path(dir, *base_lsn);
+            if let Err(e) = fs::rename(env, path, &to) {
+                outcome = Err(e);
                 break;
             }
-            removed += 1;
-            tracing::debug!(segment = %meta.path.display(), "purged segment");
+            tracing::debug!(segment = %path.display(), "purged segment");
+            retired.push(to);
         }
-        segments.drain(..removed);
-        outcome.map(|()| removed)
+        let purged = retired.len();
+        // Renamed files are out of the log whether or not the directory sync below works.
+        lock(&self.inner.shared.segments).drain(..purged);
+        if purged > 0 {
+            // Shrinking starts only once the renames are durable: a crash must never find a
+            // cut file under a segment's name. If the sync fails, the files stay whole until
+            // the next open removes them.
+            match fs::sync_dir(env, dir) {
+                Ok(()) => {
+                    let reaper = lock(&self.inner.reaper);
+                    for path in retired {
+                        reaper.retire(path);
+                    }
+                }
+                Err(e) => outcome = outcome.and(Err(e)),
+            }
+        }
+        outcome.map(|()| purged)
     }
 
     /// Bytes appended but not yet durable: the group-commit queue's depth.
@@ -326,6 +359,7 @@ impl Wal {
     /// many segments were deleted.
     pub fn close_and_delete(&self) -> Result<usize> {
         self.close()?;
+        let _purging = lock(&self.inner.purging);
         let env = self.inner.env.as_ref();
         let dir = &self.inner.dir;
         let mut segments = lock(&self.inner.shared.segments);
@@ -400,6 +434,8 @@ impl Inner {
             }
         }
         self.shared.queue.close();
+        // Retired segments go before the directory lock does.
+        lock(&self.reaper).stop();
         lock(&self.dir_lock).take();
         result
     }

@@ -278,7 +278,7 @@ async fn run_scenario(opts: &Options, sc: Scenario) -> Result<ScenarioResult> {
     }
     let record_bytes = sent_bytes / sent_records.max(1);
     drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
+    sluice_bench::e2e::remove_and_settle(&dir);
     Ok(ScenarioResult {
         records,
         bytes: records * record_bytes,

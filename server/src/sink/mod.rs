@@ -220,7 +220,9 @@ impl Sinks {
         if let Some(lsn) = relogged {
             self.wal.wait_durable(lsn).await?;
         }
-        Ok(self.wal.purge_below(point)?)
+        // Renames and a directory fsync: not on a worker that acks.
+        let wal = self.wal.clone();
+        offload::off_the_workers(async move { Ok(wal.purge_below(point)?) }).await
     }
 
     /// Stops the flush tasks (after a final `flush_all`).

@@ -86,6 +86,10 @@ impl FileSystem for DefaultFileSystem {
         file.sync_all()
     }
 
+    fn shrink(&self, path: &Path, len: u64) -> io::Result<()> {
+        OpenOptions::new().write(true).open(path)?.set_len(len)
+    }
+
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         std::fs::remove_file(path)
     }

@@ -44,6 +44,8 @@ struct State {
     renamed: HashMap<PathBuf, PathBuf>,
     syncs: u64,
     writes: u64,
+    /// Sizes passed to successful [`FileSystem::shrink`] calls, in order.
+    shrinks: Vec<u64>,
 }
 
 impl std::fmt::Debug for FaultyFileSystem {
@@ -97,6 +99,11 @@ impl FaultyFileSystem {
     /// Successful `fdatasync` calls so far.
     pub fn syncs(&self) -> u64 {
         self.state().syncs
+    }
+
+    /// The sizes successful shrinks cut files to so far, in order.
+    pub fn shrinks(&self) -> Vec<u64> {
+        self.state().shrinks.clone()
     }
 
     /// Successful write calls so far.
@@ -227,6 +234,15 @@ impl FileSystem for FaultyFileSystem {
         if let Some(image) = state.images.get_mut(path) {
             *image = Some(std::fs::read(path)?);
         }
+        Ok(())
+    }
+
+    fn shrink(&self, path: &Path, len: u64) -> io::Result<()> {
+        let mut state = self.state();
+        Self::check_on(&state)?;
+        // Not synced: a power cut brings the file back to its last synced image.
+        DefaultFileSystem.shrink(path, len)?;
+        state.shrinks.push(len);
         Ok(())
     }
 

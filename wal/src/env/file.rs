@@ -26,6 +26,9 @@ pub trait FileSystem: Send + Sync + 'static {
     fn read_file(&self, path: &Path) -> io::Result<Vec<u8>>;
     /// Cuts `path` to `len` bytes and fsyncs it.
     fn truncate(&self, path: &Path, len: u64) -> io::Result<()>;
+    /// Cuts `path` to `len` bytes without syncing: a retired segment giving its blocks back
+    /// a step at a time before it is removed.
+    fn shrink(&self, path: &Path, len: u64) -> io::Result<()>;
     /// Removes the file at `path` (durable only after [`FileSystem::sync_dir`]).
     fn remove_file(&self, path: &Path) -> io::Result<()>;
     /// Renames `from` to `to`, replacing `to` (durable only after [`FileSystem::sync_dir`]).

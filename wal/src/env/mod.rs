@@ -2,8 +2,8 @@
 //! one that injects faults.
 //!
 //! [`FileSystem`] is the seam: every file operation the log performs on segments goes
-//! through it (listing, creating and preallocating, reading, truncating, removing, directory
-//! fsync), and the active segment is a [`WritableFile`] (positioned `writev`, `fdatasync`).
+//! through it (listing, creating and preallocating, reading, truncating, shrinking a retired
+//! file, removing, directory fsync), and the active segment is a [`WritableFile`] (positioned `writev`, `fdatasync`).
 //! The methods are raw: they return [`std::io::Result`] and do no retrying, so that a short
 //! write or an `EINTR` injected here exercises the log's own loops. The log adds the
 //! operation and path to every error.

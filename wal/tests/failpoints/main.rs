@@ -16,4 +16,5 @@ mod common;
 mod disk_full;
 mod io_errors;
 mod power_cut;
+mod purge;
 mod support;

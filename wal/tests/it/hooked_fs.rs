@@ -50,6 +50,10 @@ impl<H: FsHooks> FileSystem for Hooked<H> {
         DefaultFileSystem.truncate(path, len)
     }
 
+    fn shrink(&self, path: &Path, len: u64) -> io::Result<()> {
+        DefaultFileSystem.shrink(path, len)
+    }
+
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         DefaultFileSystem.remove_file(path)
     }

@@ -3,7 +3,7 @@
 use sluice_wal::WalOptions;
 
 use crate::common::{
-    append, append_many, base_lsn, open, payload, read_all, segment_files, small_segments,
+    append, append_many, base_lsn, garbage, open, payload, read_all, segment_files, small_segments,
 };
 
 #[tokio::test]
@@ -125,4 +125,39 @@ async fn purge_after_reopen_can_delete_the_recovered_segments_but_not_the_new_ac
     let files = segment_files(dir.path());
     assert_eq!(files.len(), 1);
     assert_eq!(base_lsn(&files[0]), frames[4].end_lsn);
+}
+
+#[tokio::test]
+async fn a_retired_segment_a_crash_left_behind_is_removed_at_open_and_not_read() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (wal, _) = open(small_segments(dir.path()));
+    let frames = append_many(&wal, 0..50).await;
+    wal.close().expect("close");
+    // What a crash between a purge's rename and the reaper's removal leaves: a file under
+    // the retired name, whole or cut, whatever its bytes.
+    let leftover = dir.path().join("retired-00000000000000000000.tmp");
+    std::fs::write(&leftover, garbage(5000)).expect("write leftover");
+
+    let (wal, recovered) = open(small_segments(dir.path()));
+    assert!(!leftover.exists());
+    assert_eq!(recovered.end_lsn, frames[49].end_lsn);
+    assert_eq!(read_all(&wal, 0), frames);
+}
+
+#[tokio::test]
+async fn purged_segments_are_gone_from_the_directory_once_the_log_is_closed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (wal, _) = open(small_segments(dir.path()));
+    append_many(&wal, 0..600).await;
+    let before = segment_files(dir.path());
+    assert_eq!(wal.purge_below(base_lsn(&before[4])).expect("purge"), 4);
+    wal.close().expect("close");
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .expect("read dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.ends_with(".wal"))
+        .collect();
+    names.sort();
+    assert_eq!(names, ["LOCK", "wal-id"]);
+    assert_eq!(segment_files(dir.path()), before[4..]);
 }

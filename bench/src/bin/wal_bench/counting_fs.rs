@@ -1,5 +1,5 @@
 //! A [`FileSystem`] that times `pwritev` calls, counts and times `fdatasync` calls, and counts the prepared segments
-//! adopted (the WAL renames only those): the WAL's own seam, used to report fsyncs/s, the
+//! adopted (besides a purge, which this bench never runs, the WAL renames only those): the WAL's own seam, used to report fsyncs/s, the
 //! fdatasync latency the disk gave during a run and the rotations, without touching the log.
 
 use std::io::{self, IoSlice, Read};
@@ -33,7 +33,8 @@ impl CountingFs {
         self.counters.syncs.load(Ordering::Relaxed)
     }
 
-    /// Prepared (zero-filled) segments adopted by a rotation: the WAL renames only those.
+    /// Prepared (zero-filled) segments adopted by a rotation: without purges, the WAL renames
+    /// only those.
     pub fn adopted(&self) -> u64 {
         self.counters.renames.load(Ordering::Relaxed)
     }
@@ -99,6 +100,10 @@ impl FileSystem for CountingFs {
 
     fn truncate(&self, path: &Path, len: u64) -> io::Result<()> {
         DefaultFileSystem.truncate(path, len)
+    }
+
+    fn shrink(&self, path: &Path, len: u64) -> io::Result<()> {
+        DefaultFileSystem.shrink(path, len)
     }
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
