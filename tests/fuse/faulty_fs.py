@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""A passthrough FUSE file system whose fsync can be made to fail, for the WAL's EIO test.
+"""A passthrough FUSE file system with two faults: failing fsyncs (the WAL's EIO test) and
+power cuts (the local warehouse's durability test).
 
 Usage: faulty_fs.py BACKING MOUNTPOINT
 
 Mirrors the directory BACKING at MOUNTPOINT (runs in the foreground until unmounted) with
-the operations the write-ahead log uses: create/open/read/write (pwritev arrives as write),
-truncate/ftruncate, unlink, rename, mkdir/rmdir, readdir, getattr, statfs, fsync/fsyncdir,
-flush/release. fusepy has no `fallocate` callback: the kernel answers EOPNOTSUPP and the WAL
+the operations the write-ahead log and object_store's LocalFileSystem use:
+create/open/read/write (pwritev arrives as write), truncate/ftruncate, unlink, rename, link,
+mkdir/rmdir, readdir, getattr, statfs, fsync/fsyncdir, flush/release. fusepy has no `fallocate` callback: the kernel answers EOPNOTSUPP and the WAL
 falls back to `set_len`. fusepy has no `flock` callback either, so the kernel keeps `flock`
 locks itself (the WAL's lock on `{dir}/LOCK` works as on any local file system).
 
@@ -15,13 +16,26 @@ mount), every fsync or fdatasync of a regular file returns EIO (the WAL's fdatas
 us as `fsync` with datasync=1). Writes still reach BACKING: the fault says only that the
 data was not made durable, as a failing disk would. Each refused sync is logged to stderr.
 
-Used by server/tests/it/wal_eio.rs (PyPI `fusepy`, Debian `libfuse2`; scripts/test.sh
+Power cuts: the file system keeps what a power cut could take — the files written (or
+truncated) since their last fsync, and the names added to a directory (create, mkdir, rename
+or link into it) since its last fsync. When the file `BACKING.power-cut` appears, a thread
+polling for it every 50 ms cuts the power: each such name is removed (a directory with all it
+holds), each such file that is left is truncated to zero bytes (the outcome delayed
+allocation gives), the file is deleted and one line `faulty_fs: power cut: lost N names, M
+files' data: ...` is logged. The caller then stops whatever used the mount and mounts it anew
+(a reboot: no kernel cache of the old state survives). Unsynced removals are not undone (a
+name removed is gone), a simplification that never loses less than a real power cut.
+
+Used by server/tests/it/wal_eio.rs and warehouse_power_cut.rs (PyPI `fusepy`, Debian `libfuse2`; scripts/test.sh
 installs both).
 """
 
 import errno
 import os
+import shutil
 import sys
+import threading
+import time
 
 from fuse import FUSE, FuseOSError, Operations
 
@@ -52,16 +66,91 @@ STATVFS_FIELDS = (
 
 
 class FaultyFs(Operations):
-    """Passthrough to `backing`; fsync fails with EIO while `control` exists."""
+    """Passthrough to `backing`; fsync fails with EIO while `control` exists; `cut` makes a
+    power cut."""
 
-    def __init__(self, backing, control):
+    def __init__(self, backing, control, cut):
         self.backing = backing
         self.control = control
+        self.cut = cut
+        self.lock = threading.Lock()
+        # Backing paths of files written since their last fsync.
+        self.unsynced_data = set()
+        # Backing directory -> names added to it since its last fsync.
+        self.unsynced_names = {}
 
     def __call__(self, op, path, *args):
-        # Every callback gets the path inside the backing directory (rename's second path
-        # is mapped in `rename`).
-        return super().__call__(op, self.backing + path, *args)
+        # Every callback gets the path inside the backing directory (rename's and link's
+        # second paths are mapped in `rename` and `link`); the root is `backing` itself,
+        # without a trailing slash.
+        return super().__call__(op, self.backing + path.rstrip("/"), *args)
+
+    # What a power cut would take.
+
+    def _added(self, path):
+        with self.lock:
+            parent, name = os.path.split(path)
+            self.unsynced_names.setdefault(parent, set()).add(name)
+
+    def _removed(self, path):
+        with self.lock:
+            parent, name = os.path.split(path)
+            self.unsynced_names.get(parent, set()).discard(name)
+            self.unsynced_data.discard(path)
+            self.unsynced_names.pop(path, None)
+
+    def _written(self, path):
+        with self.lock:
+            self.unsynced_data.add(path)
+
+    def _moved(self, old, new):
+        with self.lock:
+            parent, name = os.path.split(old)
+            self.unsynced_names.get(parent, set()).discard(name)
+            prefix = old + "/"
+            self.unsynced_data = {
+                new + p[len(old):] if p == old or p.startswith(prefix) else p
+                for p in self.unsynced_data
+            }
+            self.unsynced_names = {
+                new + d[len(old):] if d == old or d.startswith(prefix) else d: names
+                for d, names in self.unsynced_names.items()
+            }
+        self._added(new)
+
+    def power_cut(self):
+        with self.lock:
+            lost_names = []
+            for parent in sorted(self.unsynced_names, key=lambda d: -d.count("/")):
+                for name in sorted(self.unsynced_names[parent]):
+                    path = os.path.join(parent, name)
+                    if os.path.isdir(path) and not os.path.islink(path):
+                        shutil.rmtree(path)
+                    elif os.path.lexists(path):
+                        os.unlink(path)
+                    else:
+                        continue
+                    lost_names.append(path[len(self.backing):])
+            lost_data = []
+            for path in sorted(self.unsynced_data):
+                if os.path.isfile(path):
+                    os.truncate(path, 0)
+                    lost_data.append(path[len(self.backing):])
+            self.unsynced_names = {}
+            self.unsynced_data = set()
+            os.remove(self.cut)
+        print(
+            f"faulty_fs: power cut: lost {len(lost_names)} names, {len(lost_data)} files' data: "
+            f"names {lost_names} data {lost_data}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def watch_for_power_cuts(self):
+        while True:
+            time.sleep(0.05)
+            if os.path.exists(self.cut):
+                self.power_cut()
 
     def getattr(self, path, fh=None):
         st = os.lstat(path)
@@ -89,18 +178,33 @@ class FaultyFs(Operations):
 
     def mkdir(self, path, mode):
         os.mkdir(path, mode)
+        self._added(path)
 
     def rmdir(self, path):
         os.rmdir(path)
+        self._removed(path)
 
     def unlink(self, path):
         os.unlink(path)
+        self._removed(path)
 
     def rename(self, old, new):
         os.rename(old, self.backing + new)
+        self._moved(old, self.backing + new)
+
+    def link(self, target, source):
+        # fusepy passes the new name first (mapped by __call__), then the existing one.
+        os.link(self.backing + source, target)
+        self._added(target)
+        with self.lock:
+            if self.backing + source in self.unsynced_data:
+                self.unsynced_data.add(target)
 
     def create(self, path, mode, fi=None):
-        return os.open(path, os.O_RDWR | os.O_CREAT, mode)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, mode)
+        self._added(path)
+        self._written(path)
+        return fd
 
     def open(self, path, flags):
         return os.open(path, flags)
@@ -109,10 +213,12 @@ class FaultyFs(Operations):
         return os.pread(fh, size, offset)
 
     def write(self, path, data, offset, fh):
+        self._written(path)
         return os.pwrite(fh, data, offset)
 
     def truncate(self, path, length, fh=None):
         os.truncate(path if fh is None else fh, length)
+        self._written(path)
 
     def flush(self, path, fh):
         return 0
@@ -128,6 +234,8 @@ class FaultyFs(Operations):
             os.fdatasync(fh)
         else:
             os.fsync(fh)
+        with self.lock:
+            self.unsynced_data.discard(path)
 
     def fsyncdir(self, path, datasync, fh):
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
@@ -135,6 +243,8 @@ class FaultyFs(Operations):
             os.fsync(fd)
         finally:
             os.close(fd)
+        with self.lock:
+            self.unsynced_names.pop(path, None)
 
 
 def main():
@@ -143,9 +253,16 @@ def main():
     backing = os.path.realpath(sys.argv[1])
     mountpoint = sys.argv[2]
     control = backing + ".fail-fsync"
-    print(f"faulty_fs: {backing} at {mountpoint}; fault control {control}", file=sys.stderr, flush=True)
+    cut = backing + ".power-cut"
+    print(
+        f"faulty_fs: {backing} at {mountpoint}; fault control {control}, power cut {cut}",
+        file=sys.stderr,
+        flush=True,
+    )
+    fs = FaultyFs(backing, control, cut)
+    threading.Thread(target=fs.watch_for_power_cuts, daemon=True).start()
     FUSE(
-        FaultyFs(backing, control),
+        fs,
         mountpoint,
         foreground=True,
         nothreads=False,

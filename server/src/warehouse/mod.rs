@@ -8,9 +8,14 @@
 //! deltalake's default log store, whose commit is a put-if-absent of
 //! `_delta_log/<version>.json` (`PutMode::Create`); on S3 that is a PUT with
 //! `If-None-Match: *` (see [`s3`]), so several writers are safe without a
-//! lock service.
+//! lock service. A local folder is reached through [`local::DurableLocal`], whose writes
+//! are fsync'd (file and folders) before they return: the WAL is purged after a commit.
 
+pub mod local;
 pub mod s3;
+mod wrapped;
+
+pub(crate) use wrapped::wrapped_store;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -33,6 +38,8 @@ impl Warehouse {
     /// Parses `--warehouse` (default: `default_dir`) with the S3 settings
     /// given as flags (the `AWS_*` environment fills in the rest).
     pub fn parse(spec: Option<&str>, default_dir: &Path, s3: &S3Settings) -> Result<Warehouse> {
+        // Any table may live in a local folder (an attached location), whatever the root.
+        local::register();
         let root = match spec {
             Some(s) if s.contains("://") => {
                 let url = Url::parse(s)
@@ -58,7 +65,7 @@ impl Warehouse {
         let options = match root.scheme() {
             "file" => {
                 if let Ok(path) = root.to_file_path() {
-                    std::fs::create_dir_all(&path)
+                    local::create_dir_durable(&path)
                         .map_err(|e| ServerError::io(format!("creating {}", path.display()), e))?;
                 }
                 HashMap::new()
@@ -137,7 +144,7 @@ impl Warehouse {
 fn ensure_local_dir(url: &Url) -> Result<()> {
     if url.scheme() == "file" {
         if let Ok(path) = url.to_file_path() {
-            std::fs::create_dir_all(&path)
+            local::create_dir_durable(&path)
                 .map_err(|e| ServerError::io(format!("creating {}", path.display()), e))?;
         }
     }
@@ -145,7 +152,7 @@ fn ensure_local_dir(url: &Url) -> Result<()> {
 }
 
 fn local_url(path: &Path) -> Result<Url> {
-    std::fs::create_dir_all(path)
+    local::create_dir_durable(path)
         .map_err(|e| ServerError::io(format!("creating {}", path.display()), e))?;
     let abs = std::fs::canonicalize(path)
         .map_err(|e| ServerError::io(format!("resolving {}", path.display()), e))?;

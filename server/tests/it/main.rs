@@ -61,3 +61,4 @@ mod tcp_proxy;
 mod tls;
 mod upkeep;
 mod wal_eio;
+mod warehouse_power_cut;

@@ -1,7 +1,8 @@
 //! Real file systems mounted under a test's temporary directory, for the tests that put the
 //! WAL on a disk that misbehaves: a size-limited tmpfs (a disk that fills,
-//! `disk_full.rs`) and a FUSE passthrough whose fsync can be made to fail with EIO
-//! (`tests/fuse/faulty_fs.py`, `wal_eio.rs`). Both are lazily unmounted on drop.
+//! `disk_full.rs`) and a FUSE passthrough whose fsync can be made to fail with EIO and whose
+//! power can be cut, dropping what was not synced (`tests/fuse/faulty_fs.py`, `wal_eio.rs`,
+//! `warehouse_power_cut.rs`). Both are lazily unmounted on drop.
 //!
 //! Mounting needs root (CAP_SYS_ADMIN), which CI and the development machines have; the FUSE
 //! mount also needs `/dev/fuse`, Debian's `libfuse2` and PyPI's `fusepy` in `.venv` (both
@@ -115,6 +116,8 @@ pub struct FaultyFuse {
     mountpoint: PathBuf,
     /// While this file exists, every fsync/fdatasync of a regular file on the mount fails.
     control: PathBuf,
+    /// Created to cut the power; the daemon removes it once it has.
+    cut: PathBuf,
     log: PathBuf,
 }
 
@@ -130,7 +133,7 @@ impl FaultyFuse {
             p.push(suffix);
             PathBuf::from(p)
         };
-        let (control, log) = (name(".fail-fsync"), name(".log"));
+        let (control, cut, log) = (name(".fail-fsync"), name(".power-cut"), name(".log"));
         let log_file = std::fs::File::create(&log).map_err(|e| format!("create log: {e}"))?;
         let stderr = log_file.try_clone().map_err(|e| format!("log: {e}"))?;
         let child = Command::new(venv_bin("python", "SLUICE_PYTHON"))
@@ -146,6 +149,7 @@ impl FaultyFuse {
             child,
             mountpoint: mountpoint.to_path_buf(),
             control,
+            cut,
             log,
         };
         let parent = mountpoint.parent().unwrap_or(Path::new("/"));
@@ -171,6 +175,27 @@ impl FaultyFuse {
     /// Syncs succeed again.
     pub fn disarm(&self) {
         std::fs::remove_file(&self.control).expect("remove the fault control file");
+    }
+
+    /// Cuts the power: whatever was not synced (file data, names in a directory) is lost
+    /// from the backing directory. Stop every user of the mount first, and mount it anew
+    /// after (drop this one). Returns the daemon's report of what was lost.
+    pub fn power_cut(&self) -> String {
+        std::fs::write(&self.cut, b"").expect("create the power-cut control file");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.cut.exists() {
+            assert!(
+                Instant::now() < deadline,
+                "faulty_fs.py did not cut the power in 20 s:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let log = self.log();
+        log.lines()
+            .rfind(|l| l.starts_with("faulty_fs: power cut"))
+            .unwrap_or_else(|| panic!("no power-cut report in the log:\n{log}"))
+            .to_string()
     }
 
     /// The daemon's log: one line per refused sync.

@@ -1,6 +1,7 @@
 //! The SLO metrics of a real pod after real ingest (official Rust SDK): ack latency and
 //! freshness per table, commit duration, fsync duration, commit lag and pending bytes per
-//! table, and refusals by status code (a stream to a table that does not exist).
+//! table, the local warehouse's fsyncs, and refusals by status code (a stream to a table that
+//! does not exist).
 
 use std::time::Duration;
 
@@ -73,6 +74,8 @@ async fn a_pod_exports_its_slo_metrics_per_table_after_ingest() {
     for count in [
         "sluice_sink_commit_seconds_count",
         "sluice_wal_fsync_seconds_count",
+        // The local warehouse's writes (Parquet files, commit files) were fsync'd.
+        "sluice_warehouse_sync_seconds_count",
     ] {
         assert!(
             value(&text, count).is_some_and(|n| n >= 1.0),

@@ -1,0 +1,227 @@
+use std::sync::Mutex;
+
+use deltalake::arrow::array::Int64Array;
+use deltalake::arrow::datatypes::{DataType, Field, Schema};
+use deltalake::arrow::record_batch::RecordBatch;
+use deltalake::writer::{DeltaWriter, RecordBatchWriter};
+use object_store::ObjectStoreExt;
+
+use super::*;
+
+/// A store on `root` whose syncs are recorded (and really done) in order.
+fn recording(root: &FsPath) -> (DurableLocal, Arc<Mutex<Vec<PathBuf>>>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    let sync: SyncFn = Arc::new(move |p: &FsPath| {
+        log.lock().expect("log").push(p.to_path_buf());
+        fsync(p)
+    });
+    (DurableLocal::with_sync(root.to_path_buf(), sync), seen)
+}
+
+fn taken(seen: &Mutex<Vec<PathBuf>>) -> Vec<PathBuf> {
+    std::mem::take(&mut *seen.lock().expect("log"))
+}
+
+/// The object path of a file system path (the store is rooted at `/`).
+fn object(path: &FsPath) -> Path {
+    Path::from_absolute_path(path).expect("object path")
+}
+
+#[tokio::test]
+async fn a_put_returns_once_its_file_and_each_folder_up_to_the_table_root_are_synced() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("t");
+    std::fs::create_dir(&root).expect("root");
+    let (store, seen) = recording(&root);
+    let file = root.join("a").join("b").join("part.parquet");
+
+    store
+        .put(&object(&file), PutPayload::from_static(b"rows"))
+        .await
+        .expect("put");
+
+    assert_eq!(std::fs::read(&file).expect("read"), b"rows");
+    assert_eq!(
+        taken(&seen),
+        vec![
+            file.clone(),
+            root.join("a").join("b"),
+            root.join("a"),
+            root.clone()
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_failed_sync_fails_the_write_and_names_the_path() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sync: SyncFn = Arc::new(|p: &FsPath| {
+        if p.extension().is_some_and(|e| e == "json") {
+            Err(io::Error::from_raw_os_error(5))
+        } else {
+            fsync(p)
+        }
+    });
+    let store = DurableLocal::with_sync(dir.path().to_path_buf(), sync);
+    let file = dir
+        .path()
+        .join("_delta_log")
+        .join("00000000000000000001.json");
+
+    let err = store
+        .put(&object(&file), PutPayload::from_static(b"{}"))
+        .await
+        .expect_err("the sync failed");
+
+    let text = err.to_string();
+    assert!(text.contains("fsync"), "{text}");
+    assert!(text.contains(&file.display().to_string()), "{text}");
+    store
+        .put(
+            &object(&dir.path().join("part.parquet")),
+            PutPayload::from_static(b"x"),
+        )
+        .await
+        .expect("other files still sync");
+}
+
+#[tokio::test]
+async fn a_multipart_upload_is_synced_when_it_completes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (store, seen) = recording(dir.path());
+    let file = dir.path().join("big.parquet");
+
+    let mut upload = store.put_multipart(&object(&file)).await.expect("start");
+    upload
+        .put_part(PutPayload::from(vec![7u8; 1 << 20]))
+        .await
+        .expect("part");
+    upload
+        .put_part(PutPayload::from_static(b"tail"))
+        .await
+        .expect("part");
+    assert!(taken(&seen).is_empty(), "nothing is synced before complete");
+    upload.complete().await.expect("complete");
+
+    assert_eq!(taken(&seen), vec![file.clone(), dir.path().to_path_buf()]);
+    assert_eq!(std::fs::metadata(&file).expect("stat").len(), (1 << 20) + 4);
+}
+
+#[tokio::test]
+async fn a_rename_syncs_the_target_with_its_folders_and_the_source_folder() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (store, seen) = recording(dir.path());
+    let from = dir.path().join("staging").join("f");
+    let to = dir.path().join("log").join("f");
+    store
+        .put(&object(&from), PutPayload::from_static(b"x"))
+        .await
+        .expect("put");
+    taken(&seen);
+
+    store
+        .rename(&object(&from), &object(&to))
+        .await
+        .expect("rename");
+
+    assert_eq!(
+        taken(&seen),
+        vec![
+            to.clone(),
+            dir.path().join("log"),
+            dir.path().to_path_buf(),
+            dir.path().join("staging")
+        ]
+    );
+    assert!(!from.exists());
+}
+
+/// deltalake's own writer and committer go through the store's puts: every Parquet file a
+/// commit names was synced before the commit file was.
+#[tokio::test]
+async fn a_delta_commit_is_synced_after_every_file_it_names() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("t");
+    std::fs::create_dir(&root).expect("root");
+    let (store, seen) = recording(&root);
+    let url = Url::from_directory_path(&root).expect("url");
+    let mut table = deltalake::DeltaTableBuilder::from_url(url.clone())
+        .expect("builder")
+        .with_storage_backend(Arc::new(store), url)
+        .build()
+        .expect("table");
+    table = table
+        .create()
+        .with_columns(vec![deltalake::kernel::StructField::new(
+            "id",
+            deltalake::kernel::DataType::LONG,
+            false,
+        )])
+        .await
+        .expect("create");
+    let created = taken(&seen);
+    assert!(
+        created.contains(&root.join("_delta_log").join("00000000000000000000.json")),
+        "{created:?}"
+    );
+
+    let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
+    let batch = RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(vec![1, 2, 3]))])
+        .expect("batch");
+    let mut writer = RecordBatchWriter::for_table(&table).expect("writer");
+    writer.write(batch).await.expect("write");
+    let adds = writer.flush().await.expect("flush");
+    let files: Vec<PathBuf> = adds.iter().map(|a| root.join(&a.path)).collect();
+    assert!(!files.is_empty());
+    deltalake::kernel::transaction::CommitBuilder::default()
+        .with_actions(
+            adds.into_iter()
+                .map(deltalake::kernel::Action::Add)
+                .collect(),
+        )
+        .build(
+            Some(table.snapshot().expect("snapshot")),
+            table.log_store(),
+            deltalake::protocol::DeltaOperation::Write {
+                mode: deltalake::protocol::SaveMode::Append,
+                partition_by: None,
+                predicate: None,
+            },
+        )
+        .await
+        .expect("commit");
+
+    let order = taken(&seen);
+    let at = |p: &PathBuf| order.iter().position(|s| s == p);
+    let commit = at(&root.join("_delta_log").join("00000000000000000001.json"))
+        .unwrap_or_else(|| panic!("commit file not synced: {order:?}"));
+    for file in &files {
+        let synced = at(file).unwrap_or_else(|| panic!("{} not synced: {order:?}", file.display()));
+        assert!(
+            synced < commit,
+            "{} after the commit: {order:?}",
+            file.display()
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_warehouse_opens_local_tables_through_the_durable_store() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let w = super::super::Warehouse::parse(None, dir.path(), &super::super::S3Settings::default())
+        .expect("parse");
+    let url = w.table_url("c", "s", "t").expect("url");
+    let table = w.open_or_empty(&url).await.expect("open");
+    let store = table.log_store().root_object_store(None).to_string();
+    assert!(store.starts_with("DurableLocal("), "{store}");
+}
+
+#[test]
+fn create_dir_durable_makes_every_missing_folder() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let deep = dir.path().join("w").join("c").join("s").join("t");
+    create_dir_durable(&deep).expect("create");
+    assert!(deep.is_dir());
+    create_dir_durable(&deep).expect("again: nothing to do");
+}

@@ -1,0 +1,134 @@
+//! A power cut under a local warehouse: the warehouse folder of a real `sluice serve` is a
+//! FUSE passthrough (`tests/fuse/faulty_fs.py`, see `mounts.rs`) that remembers what was not
+//! fsync'd — file data, and names added to a folder — and drops it when the test cuts the
+//! power. The WAL stays on the ordinary disk (its own power cuts are the WAL crate's
+//! failpoint tests).
+//!
+//! Contract under test: once a record is acked and its rows are committed, a power cut loses
+//! none of it, although the WAL has purged the segments that held it. That needs every
+//! Parquet file, commit file and table folder synced before the WAL lets go
+//! (`server/src/warehouse/local.rs`); object_store's `LocalFileSystem` syncs none of them,
+//! and with it this test loses the table.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use databricks_zerobus_ingest_sdk::JsonString;
+
+use crate::harness::{wait_for_rows, Server};
+use crate::moto::python_read;
+use crate::mounts::{mounted_or_fail, skip_mount_test, FaultyFuse};
+
+const TABLE: &str = "main.wh.power";
+/// Small segments, so that the committed records' segments are purged.
+const SEGMENT_BYTES: u64 = 1 << 20;
+/// ~170 bytes of JSON each: ~2 MiB, two full segments.
+const RECORDS: i64 = 12_000;
+const NEEDS: &str = "a FUSE file system (tests/fuse/faulty_fs.py; needs root, /dev/fuse, \
+                     Debian's libfuse2 and fusepy in .venv, which scripts/test.sh installs)";
+
+fn mount(backing: &Path, warehouse: &Path) -> FaultyFuse {
+    mounted_or_fail(FaultyFuse::mount(backing, warehouse), NEEDS, warehouse)
+}
+
+/// Waits until the WAL's first segment is gone (purged after the commits covering it).
+fn wait_for_purge(wal_dir: &Path) {
+    let first = wal_dir.join(format!("{:020}.wal", 0));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while first.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the WAL's first segment was not purged in 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Writes `name` on the mount; synced (file and folder) or not.
+fn canary(warehouse: &Path, name: &str, synced: bool) {
+    let path = warehouse.join(name);
+    std::fs::write(&path, b"canary").expect("write canary");
+    if synced {
+        for p in [path.as_path(), warehouse] {
+            std::fs::File::open(p)
+                .and_then(|f| f.sync_all())
+                .expect("sync canary");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_local_warehouse_when_the_power_is_cut_after_commits_then_no_acked_row_is_lost() {
+    if skip_mount_test("warehouse power cut") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let warehouse = dir.path().join("warehouse");
+    let backing = dir.path().join("warehouse-backing");
+    let fuse = mount(&backing, &warehouse);
+    let segment = SEGMENT_BYTES.to_string();
+    let warehouse_arg = warehouse.display().to_string();
+    let mut server = Server::start_with_args(
+        dir.path(),
+        "200ms",
+        &[
+            "--wal-segment-bytes",
+            &segment,
+            "--warehouse",
+            &warehouse_arg,
+        ],
+    )
+    .await;
+    let location = server
+        .create_table_at(TABLE, "id BIGINT NOT NULL, note STRING")
+        .await;
+
+    // Every record acked, then committed; the WAL lets go of the segments the commits cover.
+    let mut stream = server.json_stream(TABLE).await;
+    for id in 0..RECORDS {
+        let record = serde_json::json!({"id": id, "note": format!("{id:0>140}")}).to_string();
+        stream
+            .ingest_record_offset(JsonString(record))
+            .await
+            .expect("ingest");
+    }
+    stream.flush().await.expect("every record acked");
+    let _ = stream.close().await;
+    wait_for_rows(&location, RECORDS as usize, Duration::from_secs(60)).await;
+    wait_for_purge(&dir.path().join("wal"));
+
+    // The fault model at work in this run: an unsynced file is lost, a synced one is not.
+    // (The synced one first: its folder's sync would make the other's name durable too.)
+    canary(&warehouse, "synced-canary", true);
+    canary(&warehouse, "unsynced-canary", false);
+
+    server.kill();
+    let report = fuse.power_cut();
+    eprintln!("{report}");
+    drop(fuse);
+    let _fuse = mount(&backing, &warehouse);
+    assert!(
+        !warehouse.join("unsynced-canary").exists(),
+        "the power cut takes what was not synced: {report}"
+    );
+    assert_eq!(
+        std::fs::read(warehouse.join("synced-canary"))
+            .ok()
+            .as_deref(),
+        Some(&b"canary"[..]),
+        "the power cut keeps what was synced: {report}"
+    );
+
+    server.restart().await;
+    wait_for_rows(&location, RECORDS as usize, Duration::from_secs(60)).await;
+    let read = python_read(&location, &serde_json::json!({}));
+    let s = &read.summary;
+    assert_eq!(s["rows"], RECORDS, "{s}");
+    assert_eq!(s["polars_distinct_ids"], RECORDS, "{s}");
+    assert_eq!(s["polars_id_sum"], RECORDS * (RECORDS - 1) / 2, "{s}");
+    let log = server.log();
+    assert!(
+        !log.contains("panicked"),
+        "the pod restarted cleanly after the power cut:\n{log}"
+    );
+}
