@@ -7,8 +7,8 @@ Usage: faulty_fs.py BACKING MOUNTPOINT
 Mirrors the directory BACKING at MOUNTPOINT (runs in the foreground until unmounted) with
 the operations the write-ahead log and object_store's LocalFileSystem use:
 create/open/read/write (pwritev arrives as write), truncate/ftruncate, unlink, rename, link,
-mkdir/rmdir, readdir, getattr, statfs, fsync/fsyncdir, flush/release. fusepy has no `fallocate` callback: the kernel answers EOPNOTSUPP and the WAL
-falls back to `set_len`. fusepy has no `flock` callback either, so the kernel keeps `flock`
+mkdir/rmdir, readdir, getattr, statfs, fsync/fsyncdir, flush/release. fusepy has no
+`fallocate` callback: the kernel answers EOPNOTSUPP and the WAL falls back to `set_len`. fusepy has no `flock` callback either, so the kernel keeps `flock`
 locks itself (the WAL's lock on `{dir}/LOCK` works as on any local file system).
 
 Fault control: while the file `BACKING.fail-fsync` exists (a sibling of BACKING, outside the
@@ -21,13 +21,13 @@ truncated) since their last fsync, and the names added to a directory (create, m
 or link into it) since its last fsync. When the file `BACKING.power-cut` appears, a thread
 polling for it every 50 ms cuts the power: each such name is removed (a directory with all it
 holds), each such file that is left is truncated to zero bytes (the outcome delayed
-allocation gives), the file is deleted and one line `faulty_fs: power cut: lost N names, M
+allocation gives), the control file is deleted and one line `faulty_fs: power cut: lost N names, M
 files' data: ...` is logged. The caller then stops whatever used the mount and mounts it anew
 (a reboot: no kernel cache of the old state survives). Unsynced removals are not undone (a
 name removed is gone), a simplification that never loses less than a real power cut.
 
-Used by server/tests/it/wal_eio.rs and warehouse_power_cut.rs (PyPI `fusepy`, Debian `libfuse2`; scripts/test.sh
-installs both).
+Used by server/tests/it/wal_eio.rs and warehouse_power_cut.rs (PyPI `fusepy`, Debian
+`libfuse2`; scripts/test.sh installs both).
 """
 
 import errno
