@@ -54,7 +54,10 @@ pub fn register() {
     });
 }
 
-/// Builds a [`DurableLocal`] rooted at the table URL's folder.
+/// Builds a [`DurableLocal`] rooted at the table URL's folder. Unlike deltalake's default
+/// factory it does not move the store's I/O to a separate runtime when the storage options
+/// name one (`StorageConfig::runtime`): Sluice never sets those options, and
+/// `LocalFileSystem` and the syncs already run on the blocking pool.
 struct DurableLocalFactory;
 
 impl ObjectStoreFactory for DurableLocalFactory {

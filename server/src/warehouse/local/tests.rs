@@ -19,6 +19,15 @@ fn recording(root: &FsPath) -> (DurableLocal, Arc<Mutex<Vec<PathBuf>>>) {
     (DurableLocal::with_sync(root.to_path_buf(), sync), seen)
 }
 
+/// A temporary directory holding a table folder `t`, and a recording store rooted there.
+fn table_folder() -> (tempfile::TempDir, DurableLocal, Arc<Mutex<Vec<PathBuf>>>) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("t");
+    std::fs::create_dir(&root).expect("root");
+    let (store, seen) = recording(&root);
+    (dir, store, seen)
+}
+
 fn taken(seen: &Mutex<Vec<PathBuf>>) -> Vec<PathBuf> {
     std::mem::take(&mut *seen.lock().expect("log"))
 }
@@ -30,10 +39,8 @@ fn object(path: &FsPath) -> Path {
 
 #[tokio::test]
 async fn a_put_returns_once_its_file_and_each_folder_up_to_the_table_root_are_synced() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let (dir, store, seen) = table_folder();
     let root = dir.path().join("t");
-    std::fs::create_dir(&root).expect("root");
-    let (store, seen) = recording(&root);
     let file = root.join("a").join("b").join("part.parquet");
 
     store
@@ -141,10 +148,8 @@ async fn a_rename_syncs_the_target_with_its_folders_and_the_source_folder() {
 /// commit names was synced before the commit file was.
 #[tokio::test]
 async fn a_delta_commit_is_synced_after_every_file_it_names() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let (dir, store, seen) = table_folder();
     let root = dir.path().join("t");
-    std::fs::create_dir(&root).expect("root");
-    let (store, seen) = recording(&root);
     let url = Url::from_directory_path(&root).expect("url");
     let mut table = deltalake::DeltaTableBuilder::from_url(url.clone())
         .expect("builder")
