@@ -16,6 +16,7 @@ pub mod cluster;
 pub mod commit;
 pub mod config;
 pub mod data_dir;
+pub mod delta_runtime;
 pub mod doctor;
 pub mod error;
 pub mod etcd_access;

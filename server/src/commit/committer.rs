@@ -4,16 +4,17 @@
 //! once), answering each hand-off only after the commit that holds it — or
 //! at once when the log already covers it.
 //!
-//! One task per table, started by [`Committer::spawn`] with its own table
-//! handle; it ends when the [`Committer`] is dropped. Before every commit
-//! attempt the task reloads the log, refuses to go on if a newer epoch
-//! claimed the table (fenced mode), answers covered hand-offs, refuses gaps
-//! and overlaps, and commits the rest with one `txn` per pod WAL (version =
-//! the highest `to_lsn`), one per persistent stream (version = its highest
-//! offset) and, fenced, the epoch `txn`. Before its first commit attempt a
-//! hand-off's files are checked to be in the store (HEAD); a missing file
-//! refuses that hand-off only. A lost race reloads and judges
-//! again; any other failure answers [`HandOffError::Commit`] (the commit
+//! One task per table, started by [`Committer::spawn`] on the Delta runtime
+//! (`crate::delta_runtime`: its log reads and writes do not queue behind the
+//! streams' tasks) with its own table handle; it ends when the [`Committer`] is
+//! dropped. Before every commit attempt the task reloads the log, refuses to go
+//! on if a newer epoch claimed the table (fenced mode), answers covered
+//! hand-offs, refuses gaps and overlaps, and commits the rest with one `txn`
+//! per pod WAL (version = the highest `to_lsn`), one per persistent stream
+//! (version = its highest offset) and, fenced, the epoch `txn`. Before its
+//! first commit attempt a hand-off's files are checked to be in the store
+//! (HEAD); a missing file refuses that hand-off only. A lost race reloads and
+//! judges again; any other failure answers [`HandOffError::Commit`] (the commit
 //! may have landed: the pod resends the same hand-off and finds it covered).
 //!
 //! Pending hand-offs are bounded in count and bytes; above the bound a
@@ -153,7 +154,7 @@ impl Committer {
             wake: Notify::new(),
         });
         let stop = CancellationToken::new();
-        tokio::spawn(run(shared.clone(), table, stop.clone()));
+        crate::delta_runtime::spawn(run(shared.clone(), table, stop.clone()));
         Committer { shared, stop }
     }
 

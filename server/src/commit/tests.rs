@@ -87,6 +87,28 @@ fn quick() -> CommitterConfig {
     }
 }
 
+/// The committer runs on the Delta runtime (`crate::delta_runtime`), not on the runtime of the
+/// tasks that hand off to it: here the test's runtime (one thread) is blocked until the
+/// answer arrives, and the hand-off is committed all the same. (Spawned on the caller's
+/// runtime, the committer's task never ran and the wait timed out.)
+#[tokio::test]
+async fn a_hand_off_is_committed_while_the_callers_runtime_runs_nothing() {
+    let f = Fixture::new().await;
+    let committer = Arc::new(f.committer(f.open().await, quick(), Fencing::Unfenced));
+    let handoff = f.handoff("wal-0", 0, 5, vec![7]).await;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let waiting = committer.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(futures::executor::block_on(waiting.hand_off(handoff)));
+    });
+    // Blocks the runtime's only thread.
+    let answer = rx.recv_timeout(Duration::from_secs(30));
+    let ack = answer.expect("answered in time").expect("committed");
+    assert!(!ack.covered);
+    let (version, files, txn) = f.state("wal-0").await;
+    assert_eq!((ack.version, files, txn), (version, 1, Some(5)));
+}
+
 #[tokio::test]
 async fn hand_offs_of_many_wals_land_in_one_commit() {
     let f = Fixture::new().await;

@@ -91,14 +91,17 @@ impl Sinks {
             .unwrap_or_default()
     }
 
-    /// Registers a sink and starts its flush and upkeep tasks.
+    /// Registers a sink and starts its flush task (on the Delta runtime, beside its committer:
+    /// `crate::delta_runtime`) and its upkeep task (here: compaction is long CPU work).
     pub fn insert(self: &Arc<Self>, sink: SharedSink) -> Result<()> {
         self.map()?
             .insert(sink.name().to_ascii_lowercase(), sink.clone());
         let this = self.clone();
         let flushed = sink.clone();
-        self.tasks
-            .spawn(async move { this.flush_loop(flushed).await });
+        self.tasks.spawn_on(
+            async move { this.flush_loop(flushed).await },
+            &crate::delta_runtime::handle(),
+        );
         let this = self.clone();
         self.tasks
             .spawn(async move { this.upkeep_loop(sink).await });

@@ -5,9 +5,10 @@
 //! tens of milliseconds of CPU in one poll. Run on a worker thread, that poll holds the tasks
 //! queued behind it on that worker — the WAL's acks, MQTT answers, reads of requests — so
 //! each flush showed as a stall of every connection (rest-bench's MQTT stretches, at each
-//! flush). [`off_the_workers`] runs such work on a thread of tokio's blocking pool (driving
-//! its I/O through the same runtime) and [`drop_off_the_workers`] frees there, so the OS
-//! shares the cores between it and the workers.
+//! flush). [`off_the_workers`] runs such work on a thread of the calling runtime's blocking
+//! pool (driving its I/O through that runtime; for a flush, the Delta runtime of
+//! `crate::delta_runtime`) and [`drop_off_the_workers`] frees there, so the OS shares the
+//! cores between it and the workers.
 
 use std::future::Future;
 
