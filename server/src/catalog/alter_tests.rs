@@ -66,6 +66,44 @@ fn finishing_an_alter_another_pod_already_completed_keeps_its_version() {
     );
 }
 
+/// Found by the full suite (`committer_cluster::concurrent_rewriting_alters…`): pod 2's
+/// alter committed to Delta; pod 0's next alter settled it (completed in the catalog) and
+/// began its own; pod 2's own finish then answered "changed meanwhile", so a change that
+/// landed was reported as refused.
+#[test]
+fn an_alter_settled_by_another_pod_that_then_began_its_own_is_done_for_its_owner() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let catalog = catalog_with_table(dir.path());
+    catalog
+        .begin_alter(T, "id BIGINT", "id BIGINT, a INT", "pod-2")
+        .expect("begin");
+    catalog
+        .finish_alter(T, "id BIGINT", "id BIGINT, a INT", 9)
+        .expect("settled by pod 0");
+    catalog
+        .begin_alter(T, "id BIGINT, a INT", "id BIGINT, a INT, b INT", "pod-0")
+        .expect("pod 0's own alter");
+    let done = catalog
+        .finish_alter(T, "id BIGINT", "id BIGINT, a INT", 7)
+        .expect("the owner's finish: its change is in");
+    assert_eq!(
+        (done.columns.as_str(), done.schema_version),
+        ("id BIGINT, a INT", 9)
+    );
+    // Pod 0's alter stays pending, untouched.
+    let now = entry(&catalog);
+    assert_eq!(
+        (now.pending_columns.as_deref(), now.pending_owner.as_deref()),
+        (Some("id BIGINT, a INT, b INT"), Some("pod-0"))
+    );
+    // A finish whose columns the table does not hold is still refused.
+    let refused = catalog.finish_alter(T, "id BIGINT", "id BIGINT, c INT", 8);
+    assert!(
+        matches!(&refused, Err(ServerError::FailedPrecondition(m)) if m.contains("changed meanwhile")),
+        "{refused:?}"
+    );
+}
+
 #[test]
 fn an_alter_forgotten_as_abandoned_while_it_committed_is_completed_by_its_owner() {
     let dir = tempfile::tempdir().expect("tempdir");

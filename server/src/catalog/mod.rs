@@ -342,7 +342,8 @@ impl Catalog {
 
     /// Completes the pending alter of `full_name` that set `columns` over `from` (the
     /// columns it began with): they become the table's, at Delta version `version`.
-    /// Already completed (another pod's `evolve::settle` found its Delta commit) is done;
+    /// Already completed (another pod's `evolve::settle` found its Delta commit) is done,
+    /// also when that pod has since begun an alter of its own, which stays pending;
     /// forgotten as abandoned while its commit was landing, it is completed all the same
     /// when the table still has `from`. Anything else is refused: the catalog then holds a
     /// change this alter did not make.
@@ -358,6 +359,13 @@ impl Catalog {
             let entry = table_mut(s, &key)?;
             let mine = entry.pending_columns.as_deref() == Some(columns);
             let done = entry.pending_columns.is_none() && entry.columns == columns;
+            // Settled by another pod (at the version it read, this commit's or later), which
+            // then began its own alter from these columns.
+            let settled_then_altered =
+                !mine && entry.columns == columns && entry.schema_version >= version;
+            if settled_then_altered {
+                return Ok(entry.clone());
+            }
             let forgotten = entry.pending_columns.is_none() && entry.columns == from;
             if !(mine || done || forgotten) {
                 return Err(ServerError::FailedPrecondition(format!(
