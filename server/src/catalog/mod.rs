@@ -358,16 +358,16 @@ impl Catalog {
         self.update(|s| {
             let entry = table_mut(s, &key)?;
             let mine = entry.pending_columns.as_deref() == Some(columns);
-            let done = entry.pending_columns.is_none() && entry.columns == columns;
-            // Settled by another pod (at the version it read, this commit's or later), which
-            // then began its own alter from these columns.
-            let settled_then_altered =
-                !mine && entry.columns == columns && entry.schema_version >= version;
-            if settled_then_altered {
+            // Completed by another pod's settle; if that pod has since begun an alter of its
+            // own, only at the version it read (this commit's or later), and its record stays.
+            let done = !mine
+                && entry.columns == columns
+                && (entry.pending_columns.is_none() || entry.schema_version >= version);
+            if done {
                 return Ok(entry.clone());
             }
             let forgotten = entry.pending_columns.is_none() && entry.columns == from;
-            if !(mine || done || forgotten) {
+            if !(mine || forgotten) {
                 return Err(ServerError::FailedPrecondition(format!(
                     "alter of {key}: committed to Delta at version {version}, but the catalog \
                      changed meanwhile (columns `{}`, pending `{}`)",
@@ -375,10 +375,8 @@ impl Catalog {
                     entry.pending_columns.as_deref().unwrap_or("none")
                 )));
             }
-            if !done {
-                entry.columns = columns.to_string();
-                entry.schema_version = version;
-            }
+            entry.columns = columns.to_string();
+            entry.schema_version = version;
             entry.clear_pending();
             Ok(entry.clone())
         })
