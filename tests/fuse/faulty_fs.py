@@ -13,8 +13,12 @@ locks itself (the WAL's lock on `{dir}/LOCK` works as on any local file system).
 
 Fault control: while the file `BACKING.fail-fsync` exists (a sibling of BACKING, outside the
 mount), every fsync or fdatasync of a regular file returns EIO (the WAL's fdatasync reaches
-us as `fsync` with datasync=1). Writes still reach BACKING: the fault says only that the
-data was not made durable, as a failing disk would. Each refused sync is logged to stderr.
+us as `fsync` with datasync=1) — or, if the file holds text, of each regular file whose
+path contains that text. Writes still reach BACKING: the fault says only that the data was
+not made durable, as a failing disk would. Each refused sync is logged to stderr. As on
+Linux, a failed sync poisons the file's data written so far: a later fsync of the same file
+that succeeds does not make it durable (the kernel marked those pages clean without
+writing them), only a new file renamed over it does.
 
 Power cuts: the file system keeps what a power cut could take — the files written (or
 truncated) since their last fsync, and the names added to a directory (create, mkdir, rename
@@ -78,6 +82,9 @@ class FaultyFs(Operations):
         self.unsynced_data = set()
         # Backing directory -> names added to it since its last fsync.
         self.unsynced_names = {}
+        # Backing paths of files whose fsync failed: their data stays unsynced until the
+        # name holds another file.
+        self.poisoned = set()
 
     def __call__(self, op, path, *args):
         # Every callback gets the path inside the backing directory (rename's and link's
@@ -98,6 +105,7 @@ class FaultyFs(Operations):
             self.unsynced_names.get(parent, set()).discard(name)
             self.unsynced_data.discard(path)
             self.unsynced_names.pop(path, None)
+            self.poisoned.discard(path)
 
     def _written(self, path):
         with self.lock:
@@ -108,13 +116,21 @@ class FaultyFs(Operations):
             parent, name = os.path.split(old)
             self.unsynced_names.get(parent, set()).discard(name)
             prefix = old + "/"
+            # What `new` held before is replaced: its unsynced data goes with it.
             self.unsynced_data = {
                 new + p[len(old):] if p == old or p.startswith(prefix) else p
                 for p in self.unsynced_data
+                if p != new and not p.startswith(new + "/")
             }
             self.unsynced_names = {
                 new + d[len(old):] if d == old or d.startswith(prefix) else d: names
                 for d, names in self.unsynced_names.items()
+            }
+            # The file renamed over `new` replaces whatever poisoned the old one.
+            self.poisoned = {
+                new + p[len(old):] if p == old or p.startswith(prefix) else p
+                for p in self.poisoned
+                if p != new and not p.startswith(new + "/")
             }
         self._added(new)
 
@@ -138,6 +154,7 @@ class FaultyFs(Operations):
                     lost_data.append(path[len(self.backing):])
             self.unsynced_names = {}
             self.unsynced_data = set()
+            self.poisoned = set()
             os.remove(self.cut)
         print(
             f"faulty_fs: power cut: lost {len(lost_names)} names, {len(lost_data)} files' data: "
@@ -226,8 +243,19 @@ class FaultyFs(Operations):
     def release(self, path, fh):
         os.close(fh)
 
+    def _refused(self, path):
+        """Whether the fault control refuses a sync of `path` now."""
+        try:
+            with open(self.control) as control:
+                needle = control.read()
+        except FileNotFoundError:
+            return False
+        return needle == "" or needle in path[len(self.backing):]
+
     def fsync(self, path, datasync, fh):
-        if os.path.exists(self.control):
+        if self._refused(path):
+            with self.lock:
+                self.poisoned.add(path)
             print(f"faulty_fs: fsync(datasync={datasync}) {path}: EIO", file=sys.stderr, flush=True)
             raise FuseOSError(errno.EIO)
         if datasync:
@@ -235,7 +263,8 @@ class FaultyFs(Operations):
         else:
             os.fsync(fh)
         with self.lock:
-            self.unsynced_data.discard(path)
+            if path not in self.poisoned:
+                self.unsynced_data.discard(path)
 
     def fsyncdir(self, path, datasync, fh):
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)

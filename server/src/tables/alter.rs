@@ -117,16 +117,13 @@ pub async fn alter_table_unchecked(pod: &Pod, full_name: &str, alter: Alter) -> 
     let version = match committed {
         Ok(version) => version,
         Err(e) => {
-            // The commit may have landed (an answer lost): the log decides.
-            let now = pod.catalog.table(&entry.full_name)?;
-            if let Some(now) = now {
-                if let Err(settle) =
-                    evolve::settle(&pod.catalog, &pod.warehouse, now, pod.pod_id()).await
-                {
-                    tracing::error!(table = %entry.full_name, "settling a failed alter: {settle}");
+            match landed_after_all(pod, &entry.full_name, &url, &next, &plan.properties).await {
+                Some(version) => {
+                    tracing::warn!(table = %entry.full_name, version, "the alter's commit reported \"{e}\" but is in the log: done");
+                    version
                 }
+                None => return Err(e),
             }
-            return Err(e);
         }
     };
     if let Some(pause) = std::env::var(PAUSE_AFTER_COMMIT_ENV)
@@ -147,4 +144,39 @@ pub async fn alter_table_unchecked(pod: &Pod, full_name: &str, alter: Alter) -> 
     }
     tracing::info!(table = %entry.full_name, version, columns = %entry.columns, properties = ?plan.properties, "table altered");
     Ok(entry)
+}
+
+/// After an alter's commit reported an error: the commit may still have landed (an answer
+/// lost on the way back, then a retry that found the file there). Settles the table (the
+/// log decides what the catalog holds) and returns the version the alter landed at when the
+/// log's newest metadata is this alter's: its columns `next` and every Delta property it
+/// set. `None` when it did not land, or when the log cannot be read to tell.
+async fn landed_after_all(
+    pod: &Pod,
+    full_name: &str,
+    url: &url::Url,
+    next: &[deltalake::kernel::StructField],
+    properties: &std::collections::BTreeMap<String, String>,
+) -> Option<u64> {
+    let settled = async {
+        let now = pod
+            .catalog
+            .table(full_name)?
+            .ok_or_else(|| ServerError::NotFound(format!("table {full_name} does not exist")))?;
+        evolve::settle(&pod.catalog, &pod.warehouse, now, pod.pod_id()).await?;
+        let mut table = pod.warehouse.open(url).await?;
+        crate::commit::reload(&mut table).await?;
+        let snapshot = table.snapshot()?;
+        let config = snapshot.metadata().configuration();
+        let mine = evolve::delta::delta_schema(&table)? == next
+            && properties.iter().all(|(k, v)| config.get(k) == Some(v));
+        Ok::<_, ServerError>(mine.then(|| table.version()).flatten())
+    };
+    match settled.await {
+        Ok(version) => version,
+        Err(e) => {
+            tracing::error!(table = %full_name, "settling a failed alter: {e}");
+            None
+        }
+    }
 }

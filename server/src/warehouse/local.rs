@@ -13,9 +13,13 @@
 //! table's) are made durable when they are created ([`create_dir_durable`]).
 //!
 //! Deletes are not synced: a delete lost to a power cut leaves a file that no commit names.
-//! Each write's syncs are timed in `sluice_warehouse_sync_seconds`. A failed sync fails the
-//! write with the path and the OS error; the committer treats it as any failed put (a commit
-//! file found present afterwards counts as landed, as after a put that failed once written).
+//! Each write's syncs are timed in `sluice_warehouse_sync_seconds`. A put whose sync fails
+//! writes its bytes again to a new file that replaces it ([`unsynced`]: a failed fsync is
+//! not retried on the same pages); if no rewrite syncs, the put fails with the path and the
+//! OS error, and a Delta log file is kept unreadable to Sluice until a rewrite syncs, so a
+//! commit file that is there but not durable is never counted as landed. A failed sync of a
+//! multipart upload, copy or rename fails the write with the path and the OS error (the
+//! caller does not use that file).
 
 use std::fmt;
 use std::io;
@@ -35,6 +39,10 @@ use object_store::{
     RenameOptions, Result, UploadPart,
 };
 use url::Url;
+
+use unsynced::{is_log_file, rewrite, Unsynced, REWRITE_PAUSES};
+
+mod unsynced;
 
 /// How one path (file or folder) is made durable; tests record or fail it.
 pub(crate) type SyncFn = Arc<dyn Fn(&FsPath) -> io::Result<()> + Send + Sync>;
@@ -81,20 +89,104 @@ pub struct DurableLocal {
     /// The table's folder: syncs of a written file's folders stop there.
     root: PathBuf,
     sync: SyncFn,
+    /// Log files written whose syncs failed (the process's registry, or a test's own).
+    unsynced: Arc<Unsynced>,
 }
 
 impl DurableLocal {
     /// A store for the table whose folder is `root`.
     pub fn new(root: PathBuf) -> DurableLocal {
-        DurableLocal::with_sync(root, Arc::new(fsync))
+        DurableLocal {
+            inner: LocalFileSystem::new(),
+            root,
+            sync: Arc::new(fsync),
+            unsynced: Unsynced::process(),
+        }
     }
 
-    /// The same, with `sync` in place of `fsync` (tests).
+    /// The same, with `sync` in place of `fsync` and a registry of its own (tests).
+    #[cfg(test)]
     pub(crate) fn with_sync(root: PathBuf, sync: SyncFn) -> DurableLocal {
         DurableLocal {
             inner: LocalFileSystem::new(),
             root,
             sync,
+            unsynced: Arc::default(),
+        }
+    }
+
+    /// After a put's syncs failed with `first`: writes `bytes` again until a rewrite syncs
+    /// ([`REWRITE_PAUSES`]); if none does, keeps a log file as unsynced and returns the
+    /// last error.
+    async fn rewrite_after(
+        &self,
+        syncs: Syncs,
+        bytes: PutPayload,
+        first: object_store::Error,
+    ) -> Result<()> {
+        tracing::error!("{first}; writing the file again");
+        let mut last = first;
+        for pause in REWRITE_PAUSES {
+            tokio::time::sleep(pause).await;
+            match syncs.clone().rewrite(bytes.clone()).await {
+                Ok(()) => {
+                    metrics::counter!("sluice_warehouse_rewrites_total", "outcome" => "synced")
+                        .increment(1);
+                    tracing::warn!(file = %syncs.file.display(), "written again and synced");
+                    return Ok(());
+                }
+                Err(e) => {
+                    metrics::counter!("sluice_warehouse_rewrites_total", "outcome" => "failed")
+                        .increment(1);
+                    last = e;
+                }
+            }
+        }
+        if is_log_file(&syncs.file) {
+            tracing::error!(file = %syncs.file.display(), "{last}: not durable; Sluice reads of it fail until a rewrite syncs");
+            self.unsynced
+                .keep(syncs.file.clone(), bytes, last.to_string());
+        }
+        Err(last)
+    }
+
+    /// Refuses a read of a log file kept as unsynced, after trying its rewrite once more;
+    /// a rewrite that syncs makes it readable.
+    async fn readable(&self, location: &Path) -> Result<()> {
+        if self.unsynced.len() == 0 {
+            return Ok(());
+        }
+        let syncs = self.plan(location)?;
+        let Some(kept) = self.unsynced.kept(&syncs.file) else {
+            return Ok(());
+        };
+        if !syncs.file.exists() {
+            // Deleted since (log retention): nothing to make durable.
+            self.unsynced.forget(&syncs.file);
+            return Ok(());
+        }
+        match syncs.clone().rewrite(kept.bytes).await {
+            Ok(()) => {
+                metrics::counter!("sluice_warehouse_rewrites_total", "outcome" => "synced")
+                    .increment(1);
+                tracing::warn!(file = %syncs.file.display(), "an unsynced log file written again and synced: readable");
+                self.unsynced.forget(&syncs.file);
+                Ok(())
+            }
+            Err(e) => {
+                metrics::counter!("sluice_warehouse_rewrites_total", "outcome" => "failed")
+                    .increment(1);
+                Err(object_store::Error::Generic {
+                    store: "DurableLocal",
+                    source: format!(
+                        "{} is written but not durable (its fsync failed: {}; written again: {e}); \
+                         it is not read until a rewrite syncs",
+                        syncs.file.display(),
+                        kept.error
+                    )
+                    .into(),
+                })
+            }
         }
     }
 
@@ -136,8 +228,33 @@ impl Syncs {
     }
 
     fn blocking(&self, also: Option<&FsPath>) -> Result<()> {
+        (self.sync)(&self.file).map_err(|e| failed(&self.file, e))?;
+        self.folders(also)
+    }
+
+    /// Writes `bytes` to a new file that replaces the written one ([`rewrite`]), then syncs
+    /// the folders; off the async workers, timed with the syncs.
+    async fn rewrite(self, bytes: PutPayload) -> Result<()> {
+        let started = Instant::now();
+        let file = self.file.clone();
+        let outcome = tokio::task::spawn_blocking(move || {
+            rewrite(&self.file, &bytes, &*self.sync).map_err(|e| failed(&self.file, e))?;
+            self.folders(None)
+        })
+        .await
+        .map_err(|e| {
+            failed(
+                &file,
+                io::Error::other(format!("the rewrite task ended: {e}")),
+            )
+        })?;
+        metrics::histogram!("sluice_warehouse_sync_seconds").record(started.elapsed());
+        outcome
+    }
+
+    /// Syncs the written file's folders up to the root, then `also`.
+    fn folders(&self, also: Option<&FsPath>) -> Result<()> {
         let sync = |path: &FsPath| (self.sync)(path).map_err(|e| failed(path, e));
-        sync(&self.file)?;
         let mut folder = self.file.parent();
         while let Some(dir) = folder {
             sync(dir)?;
@@ -172,7 +289,7 @@ impl fmt::Debug for DurableLocal {
     }
 }
 
-super::wrapped_store!(DurableLocal, inner, {
+super::wrapped_store!(DurableLocal, inner, check = readable, {
     async fn put_opts(
         &self,
         location: &Path,
@@ -180,8 +297,11 @@ super::wrapped_store!(DurableLocal, inner, {
         opts: PutOptions,
     ) -> Result<PutResult> {
         let syncs = self.plan(location)?;
-        let put = self.inner.put_opts(location, payload, opts).await?;
-        syncs.run(None).await?;
+        let put = self.inner.put_opts(location, payload.clone(), opts).await?;
+        self.unsynced.forget(&syncs.file);
+        if let Err(e) = syncs.clone().run(None).await {
+            self.rewrite_after(syncs, payload, e).await?;
+        }
         Ok(put)
     }
 

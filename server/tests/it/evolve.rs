@@ -1067,3 +1067,82 @@ async fn given_a_pod_killed_between_a_rewrite_commit_and_the_catalog_update_then
             .to_vec()
     );
 }
+
+/// An alter whose Delta commit lands on S3 while its answer is lost on the way back (the
+/// connection ends; object_store's retry of the put-if-absent then finds the file there):
+/// the commit reports an error, but the log holds the new schema, so the alter is done and
+/// answered so — the table's catalog entry, the pod's sink and the client agree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_an_alter_whose_commit_lands_but_its_answer_is_lost_then_it_is_answered_as_done() {
+    let moto = crate::moto::Moto::start().await;
+    let proxy = crate::lost_answer_proxy::LostAnswerProxy::start(&moto.endpoint).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let warehouse = format!("s3://{}/lost", crate::moto::BUCKET);
+    let args = crate::moto::s3_args(&warehouse, &proxy.endpoint);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut server = Server::start_with_args(dir.path(), "200ms", &args).await;
+    let location = server.create_table_at(TABLE, COLUMNS).await;
+    let stream = server.json_stream(TABLE).await;
+    json_rows(&stream, 0..3, false).await;
+    s3_rows_at_least(&location, &moto, 3);
+
+    // No rows are pending: the next commit file written is the alter's.
+    proxy.arm("/_delta_log/", ".json");
+    cli_ok(&server, &["table", "alter", TABLE, "--add-columns", ADD]);
+    assert_eq!(proxy.lost(), 1, "the alter's commit answer was lost");
+
+    let info = server.table_info(TABLE).await;
+    let names: Vec<String> = uc_columns(&info).into_iter().map(|c| c.name).collect();
+    assert_eq!(
+        names,
+        ["id", "device", "temp", "site", "humidity"],
+        "{info}"
+    );
+    // The pod's own sink has the new columns: a stream writes them.
+    json_rows(&stream, 3..5, false).await;
+    let mut new = server.json_stream(TABLE).await;
+    json_rows(&new, 100..102, true).await;
+    new.close().await.expect("close");
+    server.terminate();
+    let read = python_read_with(
+        &location,
+        &moto.storage_options(),
+        &[("SLUICE_POLARS_ROWS", "1")],
+    );
+    let rows = read.summary["polars_row_dicts"]
+        .as_array()
+        .expect("rows")
+        .clone();
+    let humidity: Vec<Value> = rows.iter().map(|r| r["humidity"].clone()).collect();
+    assert_eq!(
+        humidity,
+        [
+            Value::Null,
+            Value::Null,
+            Value::Null,
+            Value::Null,
+            Value::Null,
+            json!(50.0),
+            json!(50.5)
+        ],
+        "{rows:?}"
+    );
+}
+
+/// Waits (up to 60 s) until Python `deltalake` reads at least `rows` rows at `location` on
+/// moto.
+fn s3_rows_at_least(location: &str, moto: &crate::moto::Moto, rows: i64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let read = python_read_with(location, &moto.storage_options(), &[]);
+        if read.summary["rows"].as_i64().unwrap_or(0) >= rows {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{rows} rows not readable in 60 s: {}",
+            read.summary
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}

@@ -35,6 +35,7 @@ mod ledger;
 mod limits;
 mod log_format;
 mod log_retention;
+mod lost_answer_proxy;
 mod moto;
 mod mounts;
 mod persistent;

@@ -114,7 +114,8 @@ impl Drop for TmpfsMount {
 pub struct FaultyFuse {
     child: Child,
     mountpoint: PathBuf,
-    /// While this file exists, every fsync/fdatasync of a regular file on the mount fails.
+    /// While this file exists, every fsync/fdatasync of a regular file on the mount fails
+    /// (of those whose path contains its text, if it holds any).
     control: PathBuf,
     /// Created to cut the power; the daemon removes it once it has.
     cut: PathBuf,
@@ -170,6 +171,12 @@ impl FaultyFuse {
     /// From now on every fsync/fdatasync of a regular file on the mount returns EIO.
     pub fn arm(&self) {
         std::fs::write(&self.control, b"").expect("create the fault control file");
+    }
+
+    /// From now on every fsync/fdatasync of a regular file whose path on the mount contains
+    /// `needle` returns EIO (and poisons that file's data, as on Linux: see faulty_fs.py).
+    pub fn arm_for(&self, needle: &str) {
+        std::fs::write(&self.control, needle).expect("create the fault control file");
     }
 
     /// Syncs succeed again.

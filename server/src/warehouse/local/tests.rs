@@ -1,3 +1,4 @@
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use deltalake::arrow::array::Int64Array;
@@ -37,6 +38,45 @@ fn object(path: &FsPath) -> Path {
     Path::from_absolute_path(path).expect("object path")
 }
 
+/// Creates a Delta table of one `id BIGINT` column at `url` through `store`.
+async fn create_table(
+    store: Arc<dyn object_store::ObjectStore>,
+    url: &Url,
+) -> deltalake::DeltaTable {
+    deltalake::DeltaTableBuilder::from_url(url.clone())
+        .expect("builder")
+        .with_storage_backend(store, url.clone())
+        .build()
+        .expect("table")
+        .create()
+        .with_columns(vec![deltalake::kernel::StructField::new(
+            "id",
+            deltalake::kernel::DataType::LONG,
+            false,
+        )])
+        .await
+        .expect("create")
+}
+
+/// Commits `actions` to `table` as an append (deltalake's own committer).
+async fn append(
+    table: &deltalake::DeltaTable,
+    actions: Vec<deltalake::kernel::Action>,
+) -> Result<deltalake::kernel::transaction::FinalizedCommit, deltalake::DeltaTableError> {
+    deltalake::kernel::transaction::CommitBuilder::default()
+        .with_actions(actions)
+        .build(
+            Some(table.snapshot()?),
+            table.log_store(),
+            deltalake::protocol::DeltaOperation::Write {
+                mode: deltalake::protocol::SaveMode::Append,
+                partition_by: None,
+                predicate: None,
+            },
+        )
+        .await
+}
+
 #[tokio::test]
 async fn a_put_returns_once_its_file_and_each_folder_up_to_the_table_root_are_synced() {
     let (dir, store, seen) = table_folder();
@@ -63,13 +103,8 @@ async fn a_put_returns_once_its_file_and_each_folder_up_to_the_table_root_are_sy
 #[tokio::test]
 async fn a_failed_sync_fails_the_write_and_names_the_path() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let sync: SyncFn = Arc::new(|p: &FsPath| {
-        if p.extension().is_some_and(|e| e == "json") {
-            Err(io::Error::from_raw_os_error(5))
-        } else {
-            fsync(p)
-        }
-    });
+    // The rewrites' new files (`….json#…`) fail too.
+    let sync = failing_for(".json", Arc::new(AtomicBool::new(true)));
     let store = DurableLocal::with_sync(dir.path().to_path_buf(), sync);
     let file = dir
         .path()
@@ -151,20 +186,7 @@ async fn a_delta_commit_is_synced_after_every_file_it_names() {
     let (dir, store, seen) = table_folder();
     let root = dir.path().join("t");
     let url = Url::from_directory_path(&root).expect("url");
-    let mut table = deltalake::DeltaTableBuilder::from_url(url.clone())
-        .expect("builder")
-        .with_storage_backend(Arc::new(store), url)
-        .build()
-        .expect("table");
-    table = table
-        .create()
-        .with_columns(vec![deltalake::kernel::StructField::new(
-            "id",
-            deltalake::kernel::DataType::LONG,
-            false,
-        )])
-        .await
-        .expect("create");
+    let table = create_table(Arc::new(store), &url).await;
     let created = taken(&seen);
     assert!(
         created.contains(&root.join("_delta_log").join("00000000000000000000.json")),
@@ -179,23 +201,14 @@ async fn a_delta_commit_is_synced_after_every_file_it_names() {
     let adds = writer.flush().await.expect("flush");
     let files: Vec<PathBuf> = adds.iter().map(|a| root.join(&a.path)).collect();
     assert!(!files.is_empty());
-    deltalake::kernel::transaction::CommitBuilder::default()
-        .with_actions(
-            adds.into_iter()
-                .map(deltalake::kernel::Action::Add)
-                .collect(),
-        )
-        .build(
-            Some(table.snapshot().expect("snapshot")),
-            table.log_store(),
-            deltalake::protocol::DeltaOperation::Write {
-                mode: deltalake::protocol::SaveMode::Append,
-                partition_by: None,
-                predicate: None,
-            },
-        )
-        .await
-        .expect("commit");
+    append(
+        &table,
+        adds.into_iter()
+            .map(deltalake::kernel::Action::Add)
+            .collect(),
+    )
+    .await
+    .expect("commit");
 
     let order = taken(&seen);
     let at = |p: &PathBuf| order.iter().position(|s| s == p);
@@ -229,4 +242,200 @@ fn create_dir_durable_makes_every_missing_folder() {
     create_dir_durable(&deep).expect("create");
     assert!(deep.is_dir());
     create_dir_durable(&deep).expect("again: nothing to do");
+}
+
+/// A sync that fails with EIO for paths containing `needle` while `failing` is set.
+fn failing_for(needle: &'static str, failing: Arc<AtomicBool>) -> SyncFn {
+    Arc::new(move |p: &FsPath| {
+        if failing.load(Ordering::SeqCst) && p.to_string_lossy().contains(needle) {
+            Err(io::Error::from_raw_os_error(5))
+        } else {
+            fsync(p)
+        }
+    })
+}
+
+/// Every name in `dir`.
+fn names(dir: &FsPath) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("list")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn a_put_whose_sync_fails_is_written_again_and_returns_once_the_new_file_is_synced() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("part.parquet");
+    // The written file's sync fails once; the rewrite (a new file) syncs.
+    let calls = Arc::new(Mutex::new(Vec::<PathBuf>::new()));
+    let seen = Arc::clone(&calls);
+    let target = file.clone();
+    let sync: SyncFn = Arc::new(move |p: &FsPath| {
+        let mut seen = seen.lock().expect("log");
+        seen.push(p.to_path_buf());
+        if p == target && seen.iter().filter(|s| **s == target).count() == 1 {
+            Err(io::Error::from_raw_os_error(5))
+        } else {
+            fsync(p)
+        }
+    });
+    let store = DurableLocal::with_sync(dir.path().to_path_buf(), sync);
+
+    store
+        .put(&object(&file), PutPayload::from_static(b"rows"))
+        .await
+        .expect("the rewrite synced");
+
+    assert_eq!(std::fs::read(&file).expect("read"), b"rows");
+    assert_eq!(
+        names(dir.path()),
+        vec!["part.parquet"],
+        "no staging file left"
+    );
+    let order = taken(&calls);
+    assert_eq!(order.first(), Some(&file), "{order:?}");
+    let staged = order.get(1).expect("the new file synced");
+    assert!(
+        staged
+            .to_string_lossy()
+            .starts_with(&*file.to_string_lossy())
+            && staged != &file,
+        "the rewrite syncs a new file, not the failed one again: {order:?}"
+    );
+    assert_eq!(
+        order.last(),
+        Some(&dir.path().to_path_buf()),
+        "then the folder: {order:?}"
+    );
+    assert_eq!(store.unsynced.len(), 0);
+}
+
+#[tokio::test]
+async fn a_log_file_no_rewrite_can_sync_is_unreadable_until_one_does() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let failing = Arc::new(AtomicBool::new(true));
+    let store = DurableLocal::with_sync(
+        dir.path().to_path_buf(),
+        failing_for(".json", Arc::clone(&failing)),
+    );
+    let file = dir
+        .path()
+        .join("_delta_log")
+        .join("00000000000000000001.json");
+    let location = object(&file);
+
+    let err = store
+        .put(&location, PutPayload::from_static(b"{\"commitInfo\":{}}"))
+        .await
+        .expect_err("no rewrite synced");
+    let text = err.to_string();
+    assert!(
+        text.contains("fsync") && text.contains("00000000000000000001.json"),
+        "{text}"
+    );
+    assert_eq!(store.unsynced.len(), 1);
+    assert_eq!(
+        names(&dir.path().join("_delta_log")),
+        vec!["00000000000000000001.json"],
+        "the file is there (as after any failed sync), no staging file left"
+    );
+
+    for read in [
+        store.get(&location).await.map(|_| ()),
+        store.head(&location).await.map(|_| ()),
+        store.get_range(&location, 0..2).await.map(|_| ()),
+    ] {
+        let text = read.expect_err("not durable: not read").to_string();
+        assert!(
+            text.contains("not durable") && text.contains("os error 5"),
+            "{text}"
+        );
+    }
+    let listed: Vec<_> = futures::TryStreamExt::try_collect::<Vec<_>>(
+        object_store::ObjectStore::list(&store, Some(&object(&dir.path().join("_delta_log")))),
+    )
+    .await
+    .expect("list");
+    assert_eq!(
+        listed.len(),
+        1,
+        "listings show the file, not the staging ones: {listed:?}"
+    );
+
+    failing.store(false, Ordering::SeqCst);
+    let read = store
+        .get(&location)
+        .await
+        .expect("a rewrite synced")
+        .bytes()
+        .await;
+    assert_eq!(read.expect("bytes").as_ref(), b"{\"commitInfo\":{}}");
+    assert_eq!(store.unsynced.len(), 0);
+    assert_eq!(
+        names(&dir.path().join("_delta_log")),
+        vec!["00000000000000000001.json"]
+    );
+}
+
+#[tokio::test]
+async fn a_data_file_no_rewrite_can_sync_fails_its_put_and_is_not_kept() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let failing = Arc::new(AtomicBool::new(true));
+    let store = DurableLocal::with_sync(dir.path().to_path_buf(), failing_for(".parquet", failing));
+    let file = dir.path().join("part-0.parquet");
+
+    store
+        .put(&object(&file), PutPayload::from_static(b"rows"))
+        .await
+        .expect_err("no rewrite synced");
+
+    assert_eq!(
+        store.unsynced.len(),
+        0,
+        "no commit names a file whose put failed"
+    );
+    store.head(&object(&file)).await.expect("readable");
+}
+
+/// The committer's view: a commit whose file could not be made durable fails, and loading
+/// the table fails too until a rewrite syncs, so the commit is never counted as landed
+/// (and the WAL that holds its rows is kept).
+#[tokio::test]
+async fn a_delta_commit_whose_file_cannot_be_synced_is_not_loaded_until_it_can() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("t");
+    std::fs::create_dir(&root).expect("root");
+    let failing = Arc::new(AtomicBool::new(false));
+    let store: Arc<dyn object_store::ObjectStore> = Arc::new(DurableLocal::with_sync(
+        root.clone(),
+        failing_for("_delta_log", Arc::clone(&failing)),
+    ));
+    let url = Url::from_directory_path(&root).expect("url");
+    let open = || {
+        deltalake::DeltaTableBuilder::from_url(url.clone())
+            .expect("builder")
+            .with_storage_backend(Arc::clone(&store), url.clone())
+    };
+    let table = create_table(Arc::clone(&store), &url).await;
+
+    failing.store(true, Ordering::SeqCst);
+    let committed = append(&table, vec![]).await;
+    assert!(committed.is_err(), "the commit file was not made durable");
+    assert!(root
+        .join("_delta_log")
+        .join("00000000000000000001.json")
+        .exists());
+    let refused = open()
+        .load()
+        .await
+        .expect_err("version 1 is not read while it is not durable")
+        .to_string();
+    assert!(refused.contains("not durable"), "{refused}");
+
+    failing.store(false, Ordering::SeqCst);
+    let loaded = open().load().await.expect("loads once a rewrite synced");
+    assert_eq!(loaded.version(), Some(1));
 }
