@@ -20,7 +20,8 @@
 //!
 //! What is kept lives in process memory: a pod restarted while a file is unsynced reads what
 //! the page cache then holds as any other file. The gauge `sluice_warehouse_unsynced_files`
-//! counts the kept files; `sluice_warehouse_rewrites_total{outcome}` counts rewrites.
+//! counts the kept files (alert `SluiceWarehouseFilesNotDurable`: do not restart the pod
+//! while it fires); `sluice_warehouse_rewrites_total{outcome}` counts rewrites.
 
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -53,8 +54,11 @@ pub(super) struct Kept {
 }
 
 /// The process's one registry (every table's store shares it: a table opened twice is the
-/// same files).
-static PROCESS: LazyLock<Arc<Unsynced>> = LazyLock::new(Arc::default);
+/// same files). Made with the first local table's store, which also exports the gauge at 0.
+static PROCESS: LazyLock<Arc<Unsynced>> = LazyLock::new(|| {
+    metrics::gauge!("sluice_warehouse_unsynced_files").set(0.0);
+    Arc::default()
+});
 
 impl Unsynced {
     pub(super) fn process() -> Arc<Unsynced> {
