@@ -14,11 +14,16 @@ locks itself (the WAL's lock on `{dir}/LOCK` works as on any local file system).
 Fault control: while the file `BACKING.fail-fsync` exists (a sibling of BACKING, outside the
 mount), every fsync or fdatasync of a regular file returns EIO (the WAL's fdatasync reaches
 us as `fsync` with datasync=1) — or, if the file holds text, of each regular file whose
-path contains that text. Writes still reach BACKING: the fault says only that the data was
-not made durable, as a failing disk would. Each refused sync is logged to stderr. As on
-Linux, a failed sync poisons the file's data written so far: a later fsync of the same file
-that succeeds does not make it durable (the kernel marked those pages clean without
-writing them), only a new file renamed over it does.
+path contains that text; text of the form `dirs:TEXT` fails only the fsyncs of directories
+whose path contains TEXT (files sync). Writes still reach BACKING: the fault says only that
+the data was not made durable, as a failing disk would. Each refused sync is logged to
+stderr. As on Linux, a failed sync poisons the file's data written so far: a later fsync of
+the same file that succeeds does not make it durable (the kernel marked those pages clean
+without writing them), only a new file renamed over it does.
+
+Stalls: while the file `BACKING.stall-fsync` exists, an fsync of a regular file whose path
+contains its text waits (a slow disk), logged once as `faulty_fs: fsync PATH: stalled`; it
+goes on when the file is removed, or fails with EIO if the power was cut meanwhile.
 
 Power cuts: the file system keeps what a power cut could take — the files written (or
 truncated) since their last fsync, and the names added to a directory (create, mkdir, rename
@@ -26,7 +31,11 @@ or link into it) since its last fsync. When the file `BACKING.power-cut` appears
 polling for it every 50 ms cuts the power: each such name is removed (a directory with all it
 holds), each such file that is left is truncated to zero bytes (the outcome delayed
 allocation gives), the control file is deleted and one line `faulty_fs: power cut: lost N names, M
-files' data: ...` is logged. The caller then stops whatever used the mount and mounts it anew
+files' data: ...` is logged. If the control file holds `names-journaled`, the journal is
+taken to have committed every name just before the cut (ext4 commits metadata every few
+seconds, while a file written with delayed allocation has no data blocks yet): no name is
+lost, unsynced data is, so a file renamed or linked into place before its data was synced
+comes back empty. The caller then stops whatever used the mount and mounts it anew
 (a reboot: no kernel cache of the old state survives). Unsynced removals are not undone (a
 name removed is gone), a simplification that never loses less than a real power cut.
 
@@ -73,10 +82,13 @@ class FaultyFs(Operations):
     """Passthrough to `backing`; fsync fails with EIO while `control` exists; `cut` makes a
     power cut."""
 
-    def __init__(self, backing, control, cut):
+    def __init__(self, backing, control, cut, stall):
         self.backing = backing
         self.control = control
         self.cut = cut
+        self.stall = stall
+        # Power cuts so far (a stalled sync that outlives one fails).
+        self.cuts = 0
         self.lock = threading.Lock()
         # Backing paths of files written since their last fsync.
         self.unsynced_data = set()
@@ -136,6 +148,13 @@ class FaultyFs(Operations):
 
     def power_cut(self):
         with self.lock:
+            try:
+                with open(self.cut) as control:
+                    names_journaled = control.read().strip() == "names-journaled"
+            except FileNotFoundError:
+                names_journaled = False
+            if names_journaled:
+                self.unsynced_names = {}
             lost_names = []
             for parent in sorted(self.unsynced_names, key=lambda d: -d.count("/")):
                 for name in sorted(self.unsynced_names[parent]):
@@ -155,9 +174,12 @@ class FaultyFs(Operations):
             self.unsynced_names = {}
             self.unsynced_data = set()
             self.poisoned = set()
+            self.cuts += 1
+            if os.path.exists(self.stall):
+                os.remove(self.stall)
             os.remove(self.cut)
         print(
-            f"faulty_fs: power cut: lost {len(lost_names)} names, {len(lost_data)} files' data: "
+            f"faulty_fs: power cut{' (names journaled)' if names_journaled else ''}: lost {len(lost_names)} names, {len(lost_data)} files' data: "
             f"names {lost_names} data {lost_data}",
             file=sys.stderr,
             flush=True,
@@ -243,16 +265,37 @@ class FaultyFs(Operations):
     def release(self, path, fh):
         os.close(fh)
 
-    def _refused(self, path):
-        """Whether the fault control refuses a sync of `path` now."""
+    def _needle(self, control):
+        """The text of control file `control`, or None while it does not exist."""
         try:
-            with open(self.control) as control:
-                needle = control.read()
+            with open(control) as f:
+                return f.read()
         except FileNotFoundError:
+            return None
+
+    def _refused(self, path, directory=False):
+        """Whether the fault control refuses a sync of `path` (a directory or not) now."""
+        needle = self._needle(self.control)
+        if needle is None:
             return False
-        return needle == "" or needle in path[len(self.backing):]
+        if needle.startswith("dirs:"):
+            return directory and needle[len("dirs:"):] in path[len(self.backing):]
+        return not directory and (needle == "" or needle in path[len(self.backing):])
+
+    def _stall(self, path):
+        """Waits while the stall control names `path`; False if the power was cut meanwhile."""
+        needle = self._needle(self.stall)
+        if not needle or needle not in path[len(self.backing):]:
+            return True
+        cuts = self.cuts
+        print(f"faulty_fs: fsync {path}: stalled", file=sys.stderr, flush=True)
+        while os.path.exists(self.stall) and self.cuts == cuts:
+            time.sleep(0.01)
+        return self.cuts == cuts
 
     def fsync(self, path, datasync, fh):
+        if not self._stall(path):
+            raise FuseOSError(errno.EIO)
         if self._refused(path):
             with self.lock:
                 self.poisoned.add(path)
@@ -267,6 +310,9 @@ class FaultyFs(Operations):
                 self.unsynced_data.discard(path)
 
     def fsyncdir(self, path, datasync, fh):
+        if self._refused(path, directory=True):
+            print(f"faulty_fs: fsyncdir {path}: EIO", file=sys.stderr, flush=True)
+            raise FuseOSError(errno.EIO)
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
         try:
             os.fsync(fd)
@@ -283,12 +329,14 @@ def main():
     mountpoint = sys.argv[2]
     control = backing + ".fail-fsync"
     cut = backing + ".power-cut"
+    stall = backing + ".stall-fsync"
     print(
-        f"faulty_fs: {backing} at {mountpoint}; fault control {control}, power cut {cut}",
+        f"faulty_fs: {backing} at {mountpoint}; fault control {control}, power cut {cut}, "
+        f"stall {stall}",
         file=sys.stderr,
         flush=True,
     )
-    fs = FaultyFs(backing, control, cut)
+    fs = FaultyFs(backing, control, cut, stall)
     threading.Thread(target=fs.watch_for_power_cuts, daemon=True).start()
     FUSE(
         fs,

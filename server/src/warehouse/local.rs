@@ -5,21 +5,28 @@
 //! neither the file nor its folder. Sluice purges a WAL segment once the Delta commits holding
 //! its records have returned, so on a local warehouse a power cut after such a commit could
 //! lose acked rows that the WAL no longer has (a process crash cannot: the page cache outlives
-//! the process). [`DurableLocal`] syncs, before a put, a completed multipart upload, a copy or
-//! a rename returns, the written file and then every folder from its own up to the table's
-//! root (a put creates missing folders, and a new name is durable only once its folder is).
-//! Parquet files are therefore durable before the commit that names them is written, and that
-//! commit is durable before the WAL is purged. The warehouse's own folders (its root and each
-//! table's) are made durable when they are created ([`create_dir_durable`]).
+//! the process). [`DurableLocal`] writes a put's bytes to a staging file, syncs it and only
+//! then gives it its name ([`place`]: renamed over the target, or for a create-if-absent put,
+//! a Delta commit, linked only if there is none), then syncs every folder from the file's own
+//! up to the table's root (a put creates missing folders, and a new name is durable only once
+//! its folder is). A name therefore never stands for bytes a power cut could take: a journaling
+//! file system may commit a new name seconds before the data of a file written with delayed
+//! allocation, and an empty commit file is a version that does not load. A completed multipart
+//! upload, a copy or a rename returns once the file and its folders are synced (those files
+//! are Parquet files, named by no commit until their write returned). Parquet files are
+//! therefore durable before the commit that names them is written, and that commit is durable
+//! before the WAL is purged. The warehouse's own folders (its root and each table's) are made
+//! durable when they are created ([`create_dir_durable`]).
 //!
 //! Deletes are not synced: a delete lost to a power cut leaves a file that no commit names.
-//! Each write's syncs are timed in `sluice_warehouse_sync_seconds`. A put whose sync fails
-//! writes its bytes again to a new file that replaces it ([`unsynced`]: a failed fsync is
-//! not retried on the same pages); if no rewrite syncs, the put fails with the path and the
-//! OS error, and a Delta log file is kept unreadable to Sluice until a rewrite syncs, so a
-//! commit file that is there but not durable is never counted as landed. A failed sync of a
-//! multipart upload, copy or rename fails the write with the path and the OS error (the
-//! caller does not use that file).
+//! Each write's syncs are timed in `sluice_warehouse_sync_seconds`. A put whose data sync
+//! fails placed nothing and is written anew to a new file (a failed fsync is not retried on
+//! the same pages); one whose folder sync fails after its name was placed is placed and synced
+//! again ([`unsynced`]). If no try holds, the put fails with the path and the OS error, and a
+//! Delta log file whose name is there but not durable is kept unreadable to Sluice until a try
+//! holds, so such a commit file is never counted as landed. A failed sync of a multipart
+//! upload, copy or rename fails the write with the path and the OS error (the caller does not
+//! use that file).
 
 use std::fmt;
 use std::io;
@@ -35,13 +42,15 @@ use deltalake::{DeltaResult, DeltaTableError};
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use object_store::{
-    CopyOptions, MultipartUpload, PutMultipartOptions, PutOptions, PutPayload, PutResult,
+    CopyOptions, MultipartUpload, PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult,
     RenameOptions, Result, UploadPart,
 };
 use url::Url;
 
-use unsynced::{is_log_file, rewrite, Unsynced, REWRITE_PAUSES};
+use place::{e_tag, place, PlaceError, Placement};
+use unsynced::{is_log_file, Unsynced, REWRITE_PAUSES};
 
+mod place;
 mod unsynced;
 
 /// How one path (file or folder) is made durable; tests record or fail it.
@@ -115,9 +124,47 @@ impl DurableLocal {
         }
     }
 
-    /// After a put's syncs failed with `first`: writes `bytes` again until a rewrite syncs
-    /// ([`REWRITE_PAUSES`]); if none does, keeps a log file as unsynced and returns the
-    /// last error.
+    /// Places `payload` at `syncs.file` and syncs the folders ([`Syncs::put`]). A failed
+    /// sync of the bytes placed nothing: they are written anew to a new file at once and
+    /// after two pauses ([`REWRITE_PAUSES`]), then the put fails with the path and the OS
+    /// error. Returns the placed file's metadata, with the error of a folder sync that
+    /// failed after the name was placed.
+    async fn place_durably(
+        &self,
+        syncs: &Syncs,
+        payload: &PutPayload,
+        placement: Placement,
+    ) -> Result<(std::fs::Metadata, Option<object_store::Error>)> {
+        let mut tries = 0;
+        loop {
+            let outcome = syncs.clone().put(payload.clone(), placement).await;
+            if tries > 0 {
+                let synced = !matches!(outcome, Err(PlaceError::Sync(_)));
+                metrics::counter!("sluice_warehouse_rewrites_total",
+                    "outcome" => if synced { "synced" } else { "failed" })
+                .increment(1);
+            }
+            match outcome {
+                Ok(placed) => {
+                    if tries > 0 {
+                        tracing::warn!(file = %syncs.file.display(), "written again and synced");
+                    }
+                    return Ok(placed);
+                }
+                Err(PlaceError::Sync(e)) if tries < REWRITE_PAUSES.len() => {
+                    tracing::error!(file = %syncs.file.display(), "fsync failed: {e}; nothing placed, writing the file again");
+                    tokio::time::sleep(REWRITE_PAUSES[tries]).await;
+                    tries += 1;
+                }
+                Err(e) => return Err(e.into_store_error(&syncs.file)),
+            }
+        }
+    }
+
+    /// After the folders' syncs failed with `first` once a put's name was placed: places
+    /// `bytes` again (a new synced file renamed over it) and syncs the folders, until that
+    /// holds ([`REWRITE_PAUSES`]); if it never does, keeps a log file as unsynced and
+    /// returns the last error.
     async fn rewrite_after(
         &self,
         syncs: Syncs,
@@ -232,13 +279,38 @@ impl Syncs {
         self.folders(also)
     }
 
-    /// Writes `bytes` to a new file that replaces the written one ([`rewrite`]), then syncs
-    /// the folders; off the async workers, timed with the syncs.
+    /// Places `bytes` at the file ([`place`]: synced in a new file, then named), then syncs
+    /// the folders; off the async workers, timed with the syncs. `Err` means nothing was
+    /// placed; a folder sync that failed after the name was placed is returned beside the
+    /// file's metadata.
+    async fn put(
+        self,
+        bytes: PutPayload,
+        placement: Placement,
+    ) -> std::result::Result<(std::fs::Metadata, Option<object_store::Error>), PlaceError> {
+        let started = Instant::now();
+        let outcome = tokio::task::spawn_blocking(move || {
+            let metadata = place(&self.file, &bytes, placement, &*self.sync)?;
+            Ok((metadata, self.folders(None).err()))
+        })
+        .await
+        .unwrap_or_else(|e| {
+            Err(PlaceError::Write(io::Error::other(format!(
+                "the put task ended: {e}"
+            ))))
+        });
+        metrics::histogram!("sluice_warehouse_sync_seconds").record(started.elapsed());
+        outcome
+    }
+
+    /// Places `bytes` over the file ([`place`], [`Placement::Replace`]), then syncs the
+    /// folders; off the async workers, timed with the syncs.
     async fn rewrite(self, bytes: PutPayload) -> Result<()> {
         let started = Instant::now();
         let file = self.file.clone();
         let outcome = tokio::task::spawn_blocking(move || {
-            rewrite(&self.file, &bytes, &*self.sync).map_err(|e| failed(&self.file, e))?;
+            place(&self.file, &bytes, Placement::Replace, &*self.sync)
+                .map_err(|e| e.into_store_error(&self.file))?;
             self.folders(None)
         })
         .await
@@ -252,9 +324,20 @@ impl Syncs {
         outcome
     }
 
-    /// Syncs the written file's folders up to the root, then `also`.
+    /// Syncs the written file's folders up to the root, then `also`; an error names the
+    /// folder and the file.
     fn folders(&self, also: Option<&FsPath>) -> Result<()> {
-        let sync = |path: &FsPath| (self.sync)(path).map_err(|e| failed(path, e));
+        let sync = |path: &FsPath| {
+            (self.sync)(path).map_err(|e| {
+                failed(
+                    path,
+                    io::Error::new(
+                        e.kind(),
+                        format!("{e} (a folder of {})", self.file.display()),
+                    ),
+                )
+            })
+        };
         let mut folder = self.file.parent();
         while let Some(dir) = folder {
             sync(dir)?;
@@ -267,6 +350,14 @@ impl Syncs {
             Some(dir) if Some(dir) != self.file.parent() => sync(dir),
             _ => Ok(()),
         }
+    }
+}
+
+/// What `LocalFileSystem` does not do either.
+fn not_implemented(operation: &str) -> object_store::Error {
+    object_store::Error::NotImplemented {
+        operation: operation.into(),
+        implementer: "DurableLocal".into(),
     }
 }
 
@@ -296,13 +387,29 @@ super::wrapped_store!(DurableLocal, inner, check = readable, {
         payload: PutPayload,
         opts: PutOptions,
     ) -> Result<PutResult> {
-        let syncs = self.plan(location)?;
-        let put = self.inner.put_opts(location, payload.clone(), opts).await?;
-        self.unsynced.forget(&syncs.file);
-        if let Err(e) = syncs.clone().run(None).await {
-            self.rewrite_after(syncs, payload, e).await?;
+        let placement = match opts.mode {
+            PutMode::Overwrite => Placement::Replace,
+            PutMode::Create => Placement::IfAbsent,
+            PutMode::Update(_) => return Err(not_implemented("`put_opts` with `PutMode::Update`")),
+        };
+        if !opts.attributes.is_empty() {
+            return Err(not_implemented("`put_opts` with attributes"));
         }
-        Ok(put)
+        let syncs = self.plan(location)?;
+        let (mut metadata, folders) = self.place_durably(&syncs, &payload, placement).await?;
+        self.unsynced.forget(&syncs.file);
+        if let Some(e) = folders {
+            self.rewrite_after(syncs.clone(), payload, e).await?;
+            metadata =
+                std::fs::metadata(&syncs.file).map_err(|e| object_store::Error::Generic {
+                    store: "DurableLocal",
+                    source: format!("stat {}: {e}", syncs.file.display()).into(),
+                })?;
+        }
+        Ok(PutResult {
+            e_tag: Some(e_tag(&metadata)),
+            version: None,
+        })
     }
 
     async fn put_multipart_opts(

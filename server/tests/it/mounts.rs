@@ -119,6 +119,8 @@ pub struct FaultyFuse {
     control: PathBuf,
     /// Created to cut the power; the daemon removes it once it has.
     cut: PathBuf,
+    /// While this file exists, fsyncs of regular files whose path contains its text wait.
+    stall: PathBuf,
     log: PathBuf,
 }
 
@@ -134,7 +136,12 @@ impl FaultyFuse {
             p.push(suffix);
             PathBuf::from(p)
         };
-        let (control, cut, log) = (name(".fail-fsync"), name(".power-cut"), name(".log"));
+        let (control, cut, stall, log) = (
+            name(".fail-fsync"),
+            name(".power-cut"),
+            name(".stall-fsync"),
+            name(".log"),
+        );
         let log_file = std::fs::File::create(&log).map_err(|e| format!("create log: {e}"))?;
         let stderr = log_file.try_clone().map_err(|e| format!("log: {e}"))?;
         let child = Command::new(venv_bin("python", "SLUICE_PYTHON"))
@@ -151,6 +158,7 @@ impl FaultyFuse {
             mountpoint: mountpoint.to_path_buf(),
             control,
             cut,
+            stall,
             log,
         };
         let parent = mountpoint.parent().unwrap_or(Path::new("/"));
@@ -184,11 +192,47 @@ impl FaultyFuse {
         std::fs::remove_file(&self.control).expect("remove the fault control file");
     }
 
+    /// From now on every fsync of a directory whose path on the mount contains `needle`
+    /// returns EIO (files still sync).
+    pub fn arm_dirs_for(&self, needle: &str) {
+        std::fs::write(&self.control, format!("dirs:{needle}"))
+            .expect("create the fault control file");
+    }
+
+    /// From now on fsyncs of regular files whose path on the mount contains `needle` wait
+    /// (until the next power cut, which fails them).
+    pub fn stall_for(&self, needle: &str) {
+        std::fs::write(&self.stall, needle).expect("create the stall control file");
+    }
+
+    /// How many fsyncs are (or were) stalled so far.
+    pub fn stalled_syncs(&self) -> usize {
+        self.log()
+            .lines()
+            .filter(|l| l.ends_with(": stalled"))
+            .count()
+    }
+
     /// Cuts the power: whatever was not synced (file data, names in a directory) is lost
     /// from the backing directory. Stop every user of the mount first, and mount it anew
     /// after (drop this one). Returns the daemon's report of what was lost.
     pub fn power_cut(&self) -> String {
-        std::fs::write(&self.cut, b"").expect("create the power-cut control file");
+        self.cut_the_power(b"")
+    }
+
+    /// Cuts the power just after the file system's journal committed every name: unsynced
+    /// data is lost, names are not (a file named before its data was synced comes back
+    /// empty, as after a crash of ext4 with delayed allocation).
+    pub fn power_cut_with_names_journaled(&self) -> String {
+        self.cut_the_power(b"names-journaled")
+    }
+
+    fn cut_the_power(&self, how: &[u8]) -> String {
+        // Written whole, then renamed into place: the daemon never reads it half written.
+        let mut staged = self.cut.as_os_str().to_owned();
+        staged.push(".tmp");
+        std::fs::write(&staged, how).expect("write the power-cut control file");
+        std::fs::rename(&staged, &self.cut).expect("create the power-cut control file");
         let deadline = Instant::now() + Duration::from_secs(20);
         while self.cut.exists() {
             assert!(

@@ -5,7 +5,7 @@ use deltalake::arrow::array::Int64Array;
 use deltalake::arrow::datatypes::{DataType, Field, Schema};
 use deltalake::arrow::record_batch::RecordBatch;
 use deltalake::writer::{DeltaWriter, RecordBatchWriter};
-use object_store::ObjectStoreExt;
+use object_store::{ObjectStore, ObjectStoreExt};
 
 use super::*;
 
@@ -31,6 +31,15 @@ fn table_folder() -> (tempfile::TempDir, DurableLocal, Arc<Mutex<Vec<PathBuf>>>)
 
 fn taken(seen: &Mutex<Vec<PathBuf>>) -> Vec<PathBuf> {
     std::mem::take(&mut *seen.lock().expect("log"))
+}
+
+/// Whether `synced` is `file` written under a staging name (`{file}#{digits}`).
+fn staged_for(synced: &FsPath, file: &FsPath) -> bool {
+    let (synced, file) = (synced.to_string_lossy(), file.to_string_lossy());
+    synced
+        .strip_prefix(&*file)
+        .and_then(|rest| rest.strip_prefix('#'))
+        .is_some_and(|digits| !digits.is_empty() && digits.bytes().all(|c| c.is_ascii_digit()))
 }
 
 /// The object path of a file system path (the store is rooted at `/`).
@@ -83,20 +92,75 @@ async fn a_put_returns_once_its_file_and_each_folder_up_to_the_table_root_are_sy
     let root = dir.path().join("t");
     let file = root.join("a").join("b").join("part.parquet");
 
-    store
+    let put = store
         .put(&object(&file), PutPayload::from_static(b"rows"))
         .await
         .expect("put");
 
     assert_eq!(std::fs::read(&file).expect("read"), b"rows");
+    let order = taken(&seen);
+    assert!(
+        staged_for(&order[0], &file),
+        "the bytes are synced under a staging name first: {order:?}"
+    );
     assert_eq!(
-        taken(&seen),
-        vec![
-            file.clone(),
-            root.join("a").join("b"),
-            root.join("a"),
-            root.clone()
-        ]
+        order[1..],
+        [root.join("a").join("b"), root.join("a"), root.clone()]
+    );
+    assert_eq!(names(&root.join("a").join("b")), vec!["part.parquet"]);
+    let head = store.head(&object(&file)).await.expect("head");
+    assert_eq!(put.e_tag, head.e_tag, "the put's e-tag is the file's");
+}
+
+/// A create-if-absent put (how deltalake writes a commit) of a name that exists answers
+/// `AlreadyExists` (deltalake's sign that another writer took the version) and changes nothing.
+#[tokio::test]
+async fn a_create_put_of_an_existing_name_is_already_exists_and_changes_nothing() {
+    let (dir, store, seen) = table_folder();
+    let file = dir
+        .path()
+        .join("t")
+        .join("_delta_log")
+        .join("00000000000000000001.json");
+    let create = || PutOptions {
+        mode: PutMode::Create,
+        ..PutOptions::default()
+    };
+    store
+        .put_opts(&object(&file), PutPayload::from_static(b"first"), create())
+        .await
+        .expect("absent: created");
+    let err = store
+        .put_opts(&object(&file), PutPayload::from_static(b"second"), create())
+        .await
+        .expect_err("exists");
+    assert!(
+        matches!(err, object_store::Error::AlreadyExists { .. }),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&file).expect("read"), b"first");
+    assert_eq!(
+        names(&dir.path().join("t").join("_delta_log")),
+        vec!["00000000000000000001.json"]
+    );
+    taken(&seen);
+    let update = store
+        .put_opts(
+            &object(&file),
+            PutPayload::from_static(b"x"),
+            PutOptions {
+                mode: PutMode::Update(object_store::UpdateVersion {
+                    e_tag: None,
+                    version: None,
+                }),
+                ..PutOptions::default()
+            },
+        )
+        .await
+        .expect_err("not supported on a local folder");
+    assert!(
+        matches!(update, object_store::Error::NotImplemented { .. }),
+        "{update}"
     );
 }
 
@@ -188,10 +252,8 @@ async fn a_delta_commit_is_synced_after_every_file_it_names() {
     let url = Url::from_directory_path(&root).expect("url");
     let table = create_table(Arc::new(store), &url).await;
     let created = taken(&seen);
-    assert!(
-        created.contains(&root.join("_delta_log").join("00000000000000000000.json")),
-        "{created:?}"
-    );
+    let first = root.join("_delta_log").join("00000000000000000000.json");
+    assert!(created.iter().any(|p| staged_for(p, &first)), "{created:?}");
 
     let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
     let batch = RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(vec![1, 2, 3]))])
@@ -211,7 +273,7 @@ async fn a_delta_commit_is_synced_after_every_file_it_names() {
     .expect("commit");
 
     let order = taken(&seen);
-    let at = |p: &PathBuf| order.iter().position(|s| s == p);
+    let at = |p: &PathBuf| order.iter().position(|s| s == p || staged_for(s, p));
     let commit = at(&root.join("_delta_log").join("00000000000000000001.json"))
         .unwrap_or_else(|| panic!("commit file not synced: {order:?}"));
     for file in &files {
@@ -255,8 +317,20 @@ fn failing_for(needle: &'static str, failing: Arc<AtomicBool>) -> SyncFn {
     })
 }
 
-/// Every name in `dir`.
-fn names(dir: &FsPath) -> Vec<String> {
+/// A sync that fails with EIO for folders whose path contains `needle` while `failing` is
+/// set (files sync): a put's bytes are durable, its name may not be.
+fn failing_dirs(needle: &'static str, failing: Arc<AtomicBool>) -> SyncFn {
+    Arc::new(move |p: &FsPath| {
+        if failing.load(Ordering::SeqCst) && p.is_dir() && p.to_string_lossy().contains(needle) {
+            Err(io::Error::from_raw_os_error(5))
+        } else {
+            fsync(p)
+        }
+    })
+}
+
+/// Every name in `dir`, sorted.
+pub(super) fn names(dir: &FsPath) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .expect("list")
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
@@ -269,14 +343,14 @@ fn names(dir: &FsPath) -> Vec<String> {
 async fn a_put_whose_sync_fails_is_written_again_and_returns_once_the_new_file_is_synced() {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("part.parquet");
-    // The written file's sync fails once; the rewrite (a new file) syncs.
+    // The first staging file's sync fails; the second (a new file) syncs.
     let calls = Arc::new(Mutex::new(Vec::<PathBuf>::new()));
     let seen = Arc::clone(&calls);
     let target = file.clone();
     let sync: SyncFn = Arc::new(move |p: &FsPath| {
         let mut seen = seen.lock().expect("log");
         seen.push(p.to_path_buf());
-        if p == target && seen.iter().filter(|s| **s == target).count() == 1 {
+        if staged_for(p, &target) && seen.iter().filter(|s| staged_for(s, &target)).count() == 1 {
             Err(io::Error::from_raw_os_error(5))
         } else {
             fsync(p)
@@ -287,7 +361,7 @@ async fn a_put_whose_sync_fails_is_written_again_and_returns_once_the_new_file_i
     store
         .put(&object(&file), PutPayload::from_static(b"rows"))
         .await
-        .expect("the rewrite synced");
+        .expect("the second try synced");
 
     assert_eq!(std::fs::read(&file).expect("read"), b"rows");
     assert_eq!(
@@ -296,25 +370,22 @@ async fn a_put_whose_sync_fails_is_written_again_and_returns_once_the_new_file_i
         "no staging file left"
     );
     let order = taken(&calls);
-    assert_eq!(order.first(), Some(&file), "{order:?}");
-    let staged = order.get(1).expect("the new file synced");
     assert!(
-        staged
-            .to_string_lossy()
-            .starts_with(&*file.to_string_lossy())
-            && staged != &file,
-        "the rewrite syncs a new file, not the failed one again: {order:?}"
+        order.len() == 3 && staged_for(&order[0], &file) && staged_for(&order[1], &file),
+        "two staging files synced, then the folder: {order:?}"
     );
-    assert_eq!(
-        order.last(),
-        Some(&dir.path().to_path_buf()),
-        "then the folder: {order:?}"
+    assert_ne!(
+        order[0], order[1],
+        "the second try syncs a new file, not the failed one again"
     );
+    assert_eq!(order[2], dir.path().to_path_buf(), "then the folder");
     assert_eq!(store.unsynced.len(), 0);
 }
 
+/// Bytes that never sync never get their name: no commit file stands for data a power cut
+/// could take, and nothing is kept.
 #[tokio::test]
-async fn a_log_file_no_rewrite_can_sync_is_unreadable_until_one_does() {
+async fn a_log_file_whose_bytes_never_sync_is_never_named() {
     let dir = tempfile::tempdir().expect("tempdir");
     let failing = Arc::new(AtomicBool::new(true));
     let store = DurableLocal::with_sync(
@@ -325,22 +396,69 @@ async fn a_log_file_no_rewrite_can_sync_is_unreadable_until_one_does() {
         .path()
         .join("_delta_log")
         .join("00000000000000000001.json");
+    let create = || PutOptions {
+        mode: PutMode::Create,
+        ..PutOptions::default()
+    };
+
+    let err = store
+        .put_opts(&object(&file), PutPayload::from_static(b"{}"), create())
+        .await
+        .expect_err("no try synced");
+    let text = err.to_string();
+    assert!(
+        text.contains("fsync")
+            && text.contains("00000000000000000001.json")
+            && text.contains("os error 5"),
+        "{text}"
+    );
+    assert_eq!(store.unsynced.len(), 0);
+    assert_eq!(
+        names(&dir.path().join("_delta_log")),
+        Vec::<String>::new(),
+        "neither the file nor a staging file"
+    );
+
+    failing.store(false, Ordering::SeqCst);
+    store
+        .put_opts(&object(&file), PutPayload::from_static(b"{}"), create())
+        .await
+        .expect("the version is still free");
+    assert_eq!(std::fs::read(&file).expect("read"), b"{}");
+}
+
+/// A log file whose name is placed but whose folder never syncs: kept, unreadable to Sluice
+/// until a try holds.
+#[tokio::test]
+async fn a_log_file_whose_folder_never_syncs_is_unreadable_until_one_does() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let failing = Arc::new(AtomicBool::new(true));
+    let store = DurableLocal::with_sync(
+        dir.path().to_path_buf(),
+        failing_dirs("_delta_log", Arc::clone(&failing)),
+    );
+    let file = dir
+        .path()
+        .join("_delta_log")
+        .join("00000000000000000001.json");
     let location = object(&file);
 
     let err = store
         .put(&location, PutPayload::from_static(b"{\"commitInfo\":{}}"))
         .await
-        .expect_err("no rewrite synced");
+        .expect_err("no try synced the folder");
     let text = err.to_string();
     assert!(
-        text.contains("fsync") && text.contains("00000000000000000001.json"),
+        text.contains("fsync")
+            && text.contains("a folder of")
+            && text.contains("00000000000000000001.json"),
         "{text}"
     );
     assert_eq!(store.unsynced.len(), 1);
     assert_eq!(
         names(&dir.path().join("_delta_log")),
         vec!["00000000000000000001.json"],
-        "the file is there (as after any failed sync), no staging file left"
+        "the file is there, no staging file left"
     );
 
     for read in [
@@ -354,9 +472,10 @@ async fn a_log_file_no_rewrite_can_sync_is_unreadable_until_one_does() {
             "{text}"
         );
     }
-    let listed: Vec<_> = futures::TryStreamExt::try_collect::<Vec<_>>(
-        object_store::ObjectStore::list(&store, Some(&object(&dir.path().join("_delta_log")))),
-    )
+    let listed: Vec<_> = futures::TryStreamExt::try_collect::<Vec<_>>(ObjectStore::list(
+        &store,
+        Some(&object(&dir.path().join("_delta_log"))),
+    ))
     .await
     .expect("list");
     assert_eq!(
@@ -381,7 +500,7 @@ async fn a_log_file_no_rewrite_can_sync_is_unreadable_until_one_does() {
 }
 
 #[tokio::test]
-async fn a_data_file_no_rewrite_can_sync_fails_its_put_and_is_not_kept() {
+async fn a_data_file_no_try_can_sync_fails_its_put_and_is_not_kept() {
     let dir = tempfile::tempdir().expect("tempdir");
     let failing = Arc::new(AtomicBool::new(true));
     let store = DurableLocal::with_sync(dir.path().to_path_buf(), failing_for(".parquet", failing));
@@ -390,52 +509,66 @@ async fn a_data_file_no_rewrite_can_sync_fails_its_put_and_is_not_kept() {
     store
         .put(&object(&file), PutPayload::from_static(b"rows"))
         .await
-        .expect_err("no rewrite synced");
+        .expect_err("no try synced");
 
     assert_eq!(
         store.unsynced.len(),
         0,
         "no commit names a file whose put failed"
     );
-    store.head(&object(&file)).await.expect("readable");
+    assert_eq!(names(dir.path()), Vec::<String>::new(), "nothing placed");
 }
 
-/// The committer's view: a commit whose file could not be made durable fails, and loading
-/// the table fails too until a rewrite syncs, so the commit is never counted as landed
-/// (and the WAL that holds its rows is kept).
+/// The committer's view of a commit whose file cannot be made durable. Its bytes do not
+/// sync: the commit fails and the version stays free. Its folder does not sync: the commit
+/// fails and loading the table fails too until a try holds. Either way the commit is never
+/// counted as landed (and the WAL that holds its rows is kept).
 #[tokio::test]
 async fn a_delta_commit_whose_file_cannot_be_synced_is_not_loaded_until_it_can() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path().join("t");
-    std::fs::create_dir(&root).expect("root");
-    let failing = Arc::new(AtomicBool::new(false));
-    let store: Arc<dyn object_store::ObjectStore> = Arc::new(DurableLocal::with_sync(
-        root.clone(),
-        failing_for("_delta_log", Arc::clone(&failing)),
-    ));
-    let url = Url::from_directory_path(&root).expect("url");
-    let open = || {
-        deltalake::DeltaTableBuilder::from_url(url.clone())
-            .expect("builder")
-            .with_storage_backend(Arc::clone(&store), url.clone())
-    };
-    let table = create_table(Arc::clone(&store), &url).await;
+    for dirs_only in [false, true] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().join("t");
+        std::fs::create_dir(&root).expect("root");
+        let failing = Arc::new(AtomicBool::new(false));
+        let sync = if dirs_only {
+            failing_dirs("_delta_log", Arc::clone(&failing))
+        } else {
+            failing_for("_delta_log", Arc::clone(&failing))
+        };
+        let store: Arc<dyn object_store::ObjectStore> =
+            Arc::new(DurableLocal::with_sync(root.clone(), sync));
+        let url = Url::from_directory_path(&root).expect("url");
+        let open = || {
+            deltalake::DeltaTableBuilder::from_url(url.clone())
+                .expect("builder")
+                .with_storage_backend(Arc::clone(&store), url.clone())
+        };
+        let table = create_table(Arc::clone(&store), &url).await;
 
-    failing.store(true, Ordering::SeqCst);
-    let committed = append(&table, vec![]).await;
-    assert!(committed.is_err(), "the commit file was not made durable");
-    assert!(root
-        .join("_delta_log")
-        .join("00000000000000000001.json")
-        .exists());
-    let refused = open()
-        .load()
-        .await
-        .expect_err("version 1 is not read while it is not durable")
-        .to_string();
-    assert!(refused.contains("not durable"), "{refused}");
-
-    failing.store(false, Ordering::SeqCst);
-    let loaded = open().load().await.expect("loads once a rewrite synced");
-    assert_eq!(loaded.version(), Some(1));
+        failing.store(true, Ordering::SeqCst);
+        let committed = append(&table, vec![]).await;
+        assert!(committed.is_err(), "the commit file was not made durable");
+        let commit = root.join("_delta_log").join("00000000000000000001.json");
+        if dirs_only {
+            assert!(commit.exists());
+            let refused = open()
+                .load()
+                .await
+                .expect_err("version 1 is not read while it is not durable")
+                .to_string();
+            assert!(refused.contains("not durable"), "{refused}");
+            failing.store(false, Ordering::SeqCst);
+            let loaded = open().load().await.expect("loads once a rewrite synced");
+            assert_eq!(loaded.version(), Some(1));
+        } else {
+            assert!(!commit.exists(), "bytes that did not sync got no name");
+            let loaded = open().load().await.expect("loads");
+            assert_eq!(loaded.version(), Some(0));
+            failing.store(false, Ordering::SeqCst);
+            let again = append(&loaded, vec![])
+                .await
+                .expect("commits once it syncs");
+            assert_eq!(again.version(), 1);
+        }
+    }
 }

@@ -1,38 +1,38 @@
-//! Files of a local warehouse whose fsync failed: written again until a sync holds, and
-//! unreadable to Sluice until then.
+//! Files of a local warehouse that have their name but may not survive a power cut: written
+//! again until the syncs hold, and unreadable to Sluice until then.
 //!
-//! After a failed fsync, Linux may have marked the file's pages clean without writing them:
-//! the error is reported once, and a second fsync of the same pages can succeed with nothing
-//! on the disk. So a failed sync is never retried on the same file. [`rewrite`] writes the
-//! caller's bytes to a new file beside it (`{name}#{digits}`, a staging name that
-//! `LocalFileSystem`'s listings skip), syncs it, renames it over the file and syncs the
-//! folders. A put that held its bytes tries that at once and after two pauses
-//! ([`REWRITE_PAUSES`]).
+//! A put syncs its bytes before they get their name (`place`), so a failed data sync leaves
+//! no file behind: the put is tried again at once and after two pauses ([`REWRITE_PAUSES`])
+//! with new bytes in a new staging file (after a failed fsync Linux may have marked the
+//! pages clean without writing them, so a second fsync of the same pages proves nothing),
+//! and then fails. Once the name is there, the folders' syncs make it durable; if one fails,
+//! the name is visible to every lister of the folder but may be lost to a power cut. The put
+//! then places its bytes again (a new synced file renamed over the first) and syncs the
+//! folders again, at the same pauses.
 //!
-//! A Delta log file (a path with a `_delta_log` folder) whose rewrites all failed is kept in
-//! [`Unsynced`] with its bytes: a commit file is then in the log for anyone who lists the
-//! folder, but not durable. Every read of it through `DurableLocal` first tries the rewrite
-//! again and fails, naming the fsync error, until one syncs. The committer therefore cannot
+//! A Delta log file (a path with a `_delta_log` folder) for which none of that held is kept
+//! in [`Unsynced`] with its bytes: a commit file is then in the log for anyone who lists
+//! the folder, but not durable. Every read of it through `DurableLocal` first tries once
+//! more and fails, naming the sync error, until one holds. The committer therefore cannot
 //! reload the log past it, never finds the hand-off covered, and the pod keeps the WAL that
-//! holds its records; once the disk takes the rewrite, the next reload reads the commit and
+//! holds its records; once the disk takes the syncs, the next reload reads the commit and
 //! the WAL is let go. Other files (Parquet files) are not kept: a put that failed is not
 //! named by any commit (the flush writes again).
 //!
-//! What is kept lives in process memory: a pod restarted while a file is unsynced reads what
-//! the page cache then holds as any other file. The gauge `sluice_warehouse_unsynced_files`
-//! counts the kept files (alert `SluiceWarehouseFilesNotDurable`: do not restart the pod
-//! while it fires); `sluice_warehouse_rewrites_total{outcome}` counts rewrites.
+//! What is kept lives in process memory: a pod restarted while a file is unsynced reads it
+//! as any other file. The gauge `sluice_warehouse_unsynced_files` counts the kept files
+//! (alert `SluiceWarehouseFilesNotDurable`: do not restart the pod while it fires);
+//! `sluice_warehouse_rewrites_total{outcome}` counts the puts tried again.
 
 use std::collections::HashMap;
-use std::io::{self, Write};
 use std::path::{Path as FsPath, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use object_store::PutPayload;
 
-/// Pauses before each rewrite after a put's failed sync: at once, then twice later.
+/// Pauses before each new try after a put's failed sync: at once, then twice later.
 pub(super) const REWRITE_PAUSES: [Duration; 3] = [
     Duration::ZERO,
     Duration::from_millis(100),
@@ -115,42 +115,6 @@ pub(super) fn is_log_file(file: &FsPath) -> bool {
         .is_some_and(|d| d == "_delta_log")
 }
 
-/// A name beside `file` that listings skip (`{name}#{digits}`) and no other writer uses.
-fn staging(file: &FsPath) -> PathBuf {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let mut name = file.as_os_str().to_owned();
-    name.push(format!("#9{}{nanos:09}{n}", std::process::id()));
-    PathBuf::from(name)
-}
-
-/// Writes `bytes` to a new file beside `file`, makes it durable with `sync` and renames it
-/// over `file` (the caller then syncs the folders). The new file is removed if any step
-/// fails.
-pub(super) fn rewrite(
-    file: &FsPath,
-    bytes: &PutPayload,
-    sync: &dyn Fn(&FsPath) -> io::Result<()>,
-) -> io::Result<()> {
-    let fresh = staging(file);
-    let outcome = (|| {
-        let mut out = std::fs::File::create_new(&fresh)?;
-        for chunk in bytes.iter() {
-            out.write_all(chunk)?;
-        }
-        drop(out);
-        sync(&fresh)?;
-        std::fs::rename(&fresh, file)
-    })();
-    if outcome.is_err() {
-        let _ = std::fs::remove_file(&fresh);
-    }
-    outcome
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,51 +127,6 @@ mod tests {
         assert!(is_log_file(FsPath::new("/w/t/_delta_log/_last_checkpoint")));
         assert!(!is_log_file(FsPath::new("/w/t/part-0001.parquet")));
         assert!(!is_log_file(FsPath::new("/w/t/_delta_log")));
-    }
-
-    #[test]
-    fn a_rewrite_replaces_the_file_and_leaves_no_staging_file() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let file = dir.path().join("00000000000000000001.json");
-        std::fs::write(&file, b"torn").expect("write");
-        let bytes: PutPayload = [
-            bytes::Bytes::from_static(b"{\"a\""),
-            bytes::Bytes::from_static(b":1}"),
-        ]
-        .into_iter()
-        .collect();
-
-        rewrite(&file, &bytes, &|p| std::fs::File::open(p)?.sync_all()).expect("rewrite");
-        assert_eq!(std::fs::read(&file).expect("read"), b"{\"a\":1}");
-
-        let err = rewrite(&file, &PutPayload::from_static(b"other"), &|_| {
-            Err(io::Error::from_raw_os_error(5))
-        })
-        .expect_err("the sync fails");
-        assert_eq!(err.raw_os_error(), Some(5));
-        assert_eq!(
-            std::fs::read(&file).expect("read"),
-            b"{\"a\":1}",
-            "untouched"
-        );
-        let names: Vec<_> = std::fs::read_dir(dir.path())
-            .expect("list")
-            .map(|e| e.expect("entry").file_name())
-            .collect();
-        assert_eq!(names.len(), 1, "no staging file left: {names:?}");
-    }
-
-    #[test]
-    fn staging_names_are_hidden_from_listings_and_distinct() {
-        let file = FsPath::new("/w/t/_delta_log/00000000000000000001.json");
-        let (a, b) = (staging(file), staging(file));
-        assert_ne!(a, b);
-        let name = a.file_name().and_then(|n| n.to_str()).expect("name");
-        let (_, suffix) = name.split_once('#').expect("a # suffix");
-        assert!(
-            !suffix.is_empty() && suffix.bytes().all(|c| c.is_ascii_digit()),
-            "{name}"
-        );
     }
 
     #[test]
