@@ -124,77 +124,52 @@ impl DurableLocal {
         }
     }
 
-    /// Places `payload` at `syncs.file` and syncs the folders ([`Syncs::put`]). A failed
-    /// sync of the bytes placed nothing: they are written anew to a new file at once and
-    /// after two pauses ([`REWRITE_PAUSES`]), then the put fails with the path and the OS
-    /// error. Returns the placed file's metadata, with the error of a folder sync that
-    /// failed after the name was placed.
-    async fn place_durably(
+    /// Places `payload` at `syncs.file` and syncs the folders ([`Syncs::put`]), trying
+    /// again at once and after two pauses ([`REWRITE_PAUSES`]) while a sync fails: always
+    /// with new bytes in a new staging file (never a second sync of the same pages), and,
+    /// once a try has placed the name, over it. If no try holds, the put fails with the path
+    /// and the OS error, and a Delta log file whose name was placed is kept as unsynced.
+    /// Returns the durable file's metadata.
+    async fn put_durably(
         &self,
         syncs: &Syncs,
         payload: &PutPayload,
-        placement: Placement,
-    ) -> Result<(std::fs::Metadata, Option<object_store::Error>)> {
-        let mut tries = 0;
+        mut placement: Placement,
+    ) -> Result<std::fs::Metadata> {
+        let (mut placed, mut tries) = (false, 0);
         loop {
             let outcome = syncs.clone().put(payload.clone(), placement).await;
-            if tries > 0 {
-                let synced = !matches!(outcome, Err(PlaceError::Sync(_)));
-                metrics::counter!("sluice_warehouse_rewrites_total",
-                    "outcome" => if synced { "synced" } else { "failed" })
-                .increment(1);
-            }
-            match outcome {
-                Ok(placed) => {
+            let failed = match outcome {
+                Ok((metadata, None)) => {
                     if tries > 0 {
+                        rewritten("synced");
                         tracing::warn!(file = %syncs.file.display(), "written again and synced");
                     }
-                    return Ok(placed);
+                    return Ok(metadata);
                 }
-                Err(PlaceError::Sync(e)) if tries < REWRITE_PAUSES.len() => {
-                    tracing::error!(file = %syncs.file.display(), "fsync failed: {e}; nothing placed, writing the file again");
-                    tokio::time::sleep(REWRITE_PAUSES[tries]).await;
-                    tries += 1;
+                // Placed, its name not durable: the next try replaces the file.
+                Ok((_, Some(folders))) => {
+                    (placed, placement) = (true, Placement::Replace);
+                    folders
                 }
+                Err(e @ PlaceError::Sync(_)) => e.into_store_error(&syncs.file),
                 Err(e) => return Err(e.into_store_error(&syncs.file)),
+            };
+            if tries > 0 {
+                rewritten("failed");
             }
-        }
-    }
-
-    /// After the folders' syncs failed with `first` once a put's name was placed: places
-    /// `bytes` again (a new synced file renamed over it) and syncs the folders, until that
-    /// holds ([`REWRITE_PAUSES`]); if it never does, keeps a log file as unsynced and
-    /// returns the last error.
-    async fn rewrite_after(
-        &self,
-        syncs: Syncs,
-        bytes: PutPayload,
-        first: object_store::Error,
-    ) -> Result<()> {
-        tracing::error!("{first}; writing the file again");
-        let mut last = first;
-        for pause in REWRITE_PAUSES {
-            tokio::time::sleep(pause).await;
-            match syncs.clone().rewrite(bytes.clone()).await {
-                Ok(()) => {
-                    metrics::counter!("sluice_warehouse_rewrites_total", "outcome" => "synced")
-                        .increment(1);
-                    tracing::warn!(file = %syncs.file.display(), "written again and synced");
-                    return Ok(());
+            let Some(pause) = REWRITE_PAUSES.get(tries) else {
+                if placed && is_log_file(&syncs.file) {
+                    tracing::error!(file = %syncs.file.display(), "{failed}: not durable; Sluice reads of it fail until a rewrite syncs");
+                    self.unsynced
+                        .keep(syncs.file.clone(), payload.clone(), failed.to_string());
                 }
-                Err(e) => {
-                    metrics::counter!("sluice_warehouse_rewrites_total", "outcome" => "failed")
-                        .increment(1);
-                    last = e;
-                }
-            }
+                return Err(failed);
+            };
+            tracing::error!(file = %syncs.file.display(), "{failed}; writing the file again");
+            tokio::time::sleep(*pause).await;
+            tries += 1;
         }
-        if is_log_file(&syncs.file) {
-            tracing::error!(file = %syncs.file.display(), "{last}: not durable; Sluice reads of it fail until a rewrite syncs");
-            self.unsynced
-                .keep(syncs.file.clone(), bytes, last.to_string());
-        }
-        Err(last)
     }
 
     /// Refuses a read of a log file kept as unsynced, after trying its rewrite once more;
@@ -214,15 +189,13 @@ impl DurableLocal {
         }
         match syncs.clone().rewrite(kept.bytes).await {
             Ok(()) => {
-                metrics::counter!("sluice_warehouse_rewrites_total", "outcome" => "synced")
-                    .increment(1);
+                rewritten("synced");
                 tracing::warn!(file = %syncs.file.display(), "an unsynced log file written again and synced: readable");
                 self.unsynced.forget(&syncs.file);
                 Ok(())
             }
             Err(e) => {
-                metrics::counter!("sluice_warehouse_rewrites_total", "outcome" => "failed")
-                    .increment(1);
+                rewritten("failed");
                 Err(object_store::Error::Generic {
                     store: "DurableLocal",
                     source: format!(
@@ -303,25 +276,15 @@ impl Syncs {
         outcome
     }
 
-    /// Places `bytes` over the file ([`place`], [`Placement::Replace`]), then syncs the
-    /// folders; off the async workers, timed with the syncs.
+    /// Places `bytes` over the file ([`Syncs::put`] with [`Placement::Replace`]); `Ok` once
+    /// the file and its folders are synced.
     async fn rewrite(self, bytes: PutPayload) -> Result<()> {
-        let started = Instant::now();
         let file = self.file.clone();
-        let outcome = tokio::task::spawn_blocking(move || {
-            place(&self.file, &bytes, Placement::Replace, &*self.sync)
-                .map_err(|e| e.into_store_error(&self.file))?;
-            self.folders(None)
-        })
-        .await
-        .map_err(|e| {
-            failed(
-                &file,
-                io::Error::other(format!("the rewrite task ended: {e}")),
-            )
-        })?;
-        metrics::histogram!("sluice_warehouse_sync_seconds").record(started.elapsed());
-        outcome
+        match self.put(bytes, Placement::Replace).await {
+            Ok((_, None)) => Ok(()),
+            Ok((_, Some(folders))) => Err(folders),
+            Err(e) => Err(e.into_store_error(&file)),
+        }
     }
 
     /// Syncs the written file's folders up to the root, then `also`; an error names the
@@ -351,6 +314,11 @@ impl Syncs {
             _ => Ok(()),
         }
     }
+}
+
+/// Counts a put tried again after a failed sync, by how it came out.
+fn rewritten(outcome: &'static str) {
+    metrics::counter!("sluice_warehouse_rewrites_total", "outcome" => outcome).increment(1);
 }
 
 /// What `LocalFileSystem` does not do either.
@@ -396,16 +364,8 @@ super::wrapped_store!(DurableLocal, inner, check = readable, {
             return Err(not_implemented("`put_opts` with attributes"));
         }
         let syncs = self.plan(location)?;
-        let (mut metadata, folders) = self.place_durably(&syncs, &payload, placement).await?;
+        let metadata = self.put_durably(&syncs, &payload, placement).await?;
         self.unsynced.forget(&syncs.file);
-        if let Some(e) = folders {
-            self.rewrite_after(syncs.clone(), payload, e).await?;
-            metadata =
-                std::fs::metadata(&syncs.file).map_err(|e| object_store::Error::Generic {
-                    store: "DurableLocal",
-                    source: format!("stat {}: {e}", syncs.file.display()).into(),
-                })?;
-        }
         Ok(PutResult {
             e_tag: Some(e_tag(&metadata)),
             version: None,

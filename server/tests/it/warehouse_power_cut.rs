@@ -227,11 +227,8 @@ async fn given_commit_files_whose_fsync_fails_then_the_wal_is_kept_until_one_syn
     if skip_mount_test("warehouse fsync failure") {
         return;
     }
-    let pod = OnMount::start().await;
-    // From here every sync of a commit file's bytes (each try's new file) fails.
-    pod.fuse().arm_for(".json");
-    pod.ingest_all().await;
-    wait_for_refusals(&pod);
+    // Every sync of a commit file's bytes (each try's new file) fails.
+    let pod = acked_while_syncs_fail(|fuse| fuse.arm_for(".json")).await;
     assert_eq!(
         pod.log_names(),
         vec!["00000000000000000000.json"],
@@ -251,22 +248,24 @@ async fn given_a_delta_log_folder_whose_fsync_fails_then_the_wal_is_kept_until_i
     if skip_mount_test("warehouse folder fsync failure") {
         return;
     }
-    let pod = OnMount::start().await;
-    pod.fuse().arm_dirs_for("_delta_log");
-    pod.ingest_all().await;
-    wait_for_refusals(&pod);
+    let pod = acked_while_syncs_fail(|fuse| fuse.arm_dirs_for("_delta_log")).await;
     syncs_recover_and_no_acked_row_is_lost(pod, 1.0).await;
 }
 
-/// Waits until a commit was tried (a sync refused), then long enough for many flush retries
-/// (every 500 ms).
-fn wait_for_refusals(pod: &OnMount) {
+/// A pod whose syncs `arm` makes fail before every record is sent and acked; returns once a
+/// commit was tried (a sync refused) and long enough after for many flush retries (every
+/// 500 ms).
+async fn acked_while_syncs_fail(arm: fn(&FaultyFuse)) -> OnMount {
+    let pod = OnMount::start().await;
+    arm(pod.fuse());
+    pod.ingest_all().await;
     let deadline = Instant::now() + Duration::from_secs(60);
     while pod.fuse().refused_syncs() == 0 {
         assert!(Instant::now() < deadline, "no commit was tried in 60 s");
         std::thread::sleep(Duration::from_millis(50));
     }
     std::thread::sleep(Duration::from_secs(5));
+    pod
 }
 
 /// With syncs failing since before the records were sent: the WAL still holds its first

@@ -141,11 +141,19 @@ pub(super) fn e_tag(metadata: &std::fs::Metadata) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::fsync;
     use super::super::tests::names;
     use super::*;
 
-    fn real_sync(p: &FsPath) -> io::Result<()> {
-        std::fs::File::open(p)?.sync_all()
+    /// Places `rows` at `file` with real syncs.
+    fn place_rows(file: &FsPath) -> std::fs::Metadata {
+        place(
+            file,
+            &PutPayload::from_static(b"rows"),
+            Placement::Replace,
+            &fsync,
+        )
+        .expect("placed")
     }
 
     #[test]
@@ -167,7 +175,7 @@ mod tests {
                 assert!(!target.exists(), "{placement:?}: named before its sync");
                 assert_eq!(std::fs::read(p)?, b"{\"a\":1}");
                 synced.lock().expect("log").push(p.to_path_buf());
-                real_sync(p)
+                fsync(p)
             })
             .expect("placed");
             assert_eq!(std::fs::read(&file).expect("read"), b"{\"a\":1}");
@@ -187,7 +195,7 @@ mod tests {
             &file,
             &PutPayload::from_static(b"ours"),
             Placement::IfAbsent,
-            &real_sync,
+            &fsync,
         )
         .expect_err("exists");
         assert!(matches!(err, PlaceError::Exists(_)), "{err:?}");
@@ -233,13 +241,7 @@ mod tests {
     fn missing_folders_are_made() {
         let dir = tempfile::tempdir().expect("tempdir");
         let file = dir.path().join("a").join("b").join("part.parquet");
-        place(
-            &file,
-            &PutPayload::from_static(b"rows"),
-            Placement::Replace,
-            &real_sync,
-        )
-        .expect("placed");
+        place_rows(&file);
         assert_eq!(std::fs::read(&file).expect("read"), b"rows");
     }
 
@@ -260,13 +262,7 @@ mod tests {
     fn the_e_tag_is_the_one_a_head_gives() {
         let dir = tempfile::tempdir().expect("tempdir");
         let file = dir.path().join("part.parquet");
-        let metadata = place(
-            &file,
-            &PutPayload::from_static(b"rows"),
-            Placement::Replace,
-            &real_sync,
-        )
-        .expect("placed");
+        let metadata = place_rows(&file);
         let store = object_store::local::LocalFileSystem::new();
         let location = object_store::path::Path::from_absolute_path(&file).expect("path");
         let head =

@@ -33,6 +33,26 @@ fn taken(seen: &Mutex<Vec<PathBuf>>) -> Vec<PathBuf> {
     std::mem::take(&mut *seen.lock().expect("log"))
 }
 
+/// A store on a temporary folder whose syncs are `sync`, and the path of its
+/// `_delta_log/00000000000000000001.json`.
+fn store_and_commit_1(sync: SyncFn) -> (tempfile::TempDir, DurableLocal, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = DurableLocal::with_sync(dir.path().to_path_buf(), sync);
+    let file = dir
+        .path()
+        .join("_delta_log")
+        .join("00000000000000000001.json");
+    (dir, store, file)
+}
+
+/// A create-if-absent put (how deltalake writes a commit).
+fn create() -> PutOptions {
+    PutOptions {
+        mode: PutMode::Create,
+        ..PutOptions::default()
+    }
+}
+
 /// Whether `synced` is `file` written under a staging name (`{file}#{digits}`).
 fn staged_for(synced: &FsPath, file: &FsPath) -> bool {
     let (synced, file) = (synced.to_string_lossy(), file.to_string_lossy());
@@ -122,10 +142,6 @@ async fn a_create_put_of_an_existing_name_is_already_exists_and_changes_nothing(
         .join("t")
         .join("_delta_log")
         .join("00000000000000000001.json");
-    let create = || PutOptions {
-        mode: PutMode::Create,
-        ..PutOptions::default()
-    };
     store
         .put_opts(&object(&file), PutPayload::from_static(b"first"), create())
         .await
@@ -162,34 +178,6 @@ async fn a_create_put_of_an_existing_name_is_already_exists_and_changes_nothing(
         matches!(update, object_store::Error::NotImplemented { .. }),
         "{update}"
     );
-}
-
-#[tokio::test]
-async fn a_failed_sync_fails_the_write_and_names_the_path() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    // The rewrites' new files (`….json#…`) fail too.
-    let sync = failing_for(".json", Arc::new(AtomicBool::new(true)));
-    let store = DurableLocal::with_sync(dir.path().to_path_buf(), sync);
-    let file = dir
-        .path()
-        .join("_delta_log")
-        .join("00000000000000000001.json");
-
-    let err = store
-        .put(&object(&file), PutPayload::from_static(b"{}"))
-        .await
-        .expect_err("the sync failed");
-
-    let text = err.to_string();
-    assert!(text.contains("fsync"), "{text}");
-    assert!(text.contains(&file.display().to_string()), "{text}");
-    store
-        .put(
-            &object(&dir.path().join("part.parquet")),
-            PutPayload::from_static(b"x"),
-        )
-        .await
-        .expect("other files still sync");
 }
 
 #[tokio::test]
@@ -382,24 +370,51 @@ async fn a_put_whose_sync_fails_is_written_again_and_returns_once_the_new_file_i
     assert_eq!(store.unsynced.len(), 0);
 }
 
+/// A folder sync that fails once the name is placed: the next try writes the bytes to a new
+/// file, renames it over the name and syncs the folder again.
+#[tokio::test]
+async fn a_put_whose_folder_sync_fails_once_is_placed_again_over_its_name() {
+    let calls = Arc::new(Mutex::new(Vec::<PathBuf>::new()));
+    let seen = Arc::clone(&calls);
+    let sync: SyncFn = Arc::new(move |p: &FsPath| {
+        let mut seen = seen.lock().expect("log");
+        seen.push(p.to_path_buf());
+        if p.is_dir() && seen.iter().filter(|s| s.is_dir()).count() == 1 {
+            Err(io::Error::from_raw_os_error(5))
+        } else {
+            fsync(p)
+        }
+    });
+    let (dir, store, file) = store_and_commit_1(sync);
+
+    store
+        .put_opts(&object(&file), PutPayload::from_static(b"{}"), create())
+        .await
+        .expect("the second try synced the folder");
+
+    assert_eq!(std::fs::read(&file).expect("read"), b"{}");
+    let log = dir.path().join("_delta_log");
+    assert_eq!(names(&log), vec!["00000000000000000001.json"]);
+    let order = taken(&calls);
+    assert!(
+        order.len() >= 4
+            && staged_for(&order[0], &file)
+            && order[1] == log
+            && staged_for(&order[2], &file)
+            && order[0] != order[2]
+            && order[3] == log,
+        "staging file, folder (failed), a new staging file, the folder again: {order:?}"
+    );
+    assert_eq!(store.unsynced.len(), 0);
+}
+
 /// Bytes that never sync never get their name: no commit file stands for data a power cut
 /// could take, and nothing is kept.
 #[tokio::test]
 async fn a_log_file_whose_bytes_never_sync_is_never_named() {
-    let dir = tempfile::tempdir().expect("tempdir");
     let failing = Arc::new(AtomicBool::new(true));
-    let store = DurableLocal::with_sync(
-        dir.path().to_path_buf(),
-        failing_for(".json", Arc::clone(&failing)),
-    );
-    let file = dir
-        .path()
-        .join("_delta_log")
-        .join("00000000000000000001.json");
-    let create = || PutOptions {
-        mode: PutMode::Create,
-        ..PutOptions::default()
-    };
+    // Every try's new file (`….json#…`) fails too.
+    let (dir, store, file) = store_and_commit_1(failing_for(".json", Arc::clone(&failing)));
 
     let err = store
         .put_opts(&object(&file), PutPayload::from_static(b"{}"), create())
@@ -408,11 +423,18 @@ async fn a_log_file_whose_bytes_never_sync_is_never_named() {
     let text = err.to_string();
     assert!(
         text.contains("fsync")
-            && text.contains("00000000000000000001.json")
+            && text.contains(&file.display().to_string())
             && text.contains("os error 5"),
         "{text}"
     );
     assert_eq!(store.unsynced.len(), 0);
+    store
+        .put(
+            &object(&dir.path().join("part.parquet")),
+            PutPayload::from_static(b"x"),
+        )
+        .await
+        .expect("other files still sync");
     assert_eq!(
         names(&dir.path().join("_delta_log")),
         Vec::<String>::new(),
@@ -431,16 +453,8 @@ async fn a_log_file_whose_bytes_never_sync_is_never_named() {
 /// until a try holds.
 #[tokio::test]
 async fn a_log_file_whose_folder_never_syncs_is_unreadable_until_one_does() {
-    let dir = tempfile::tempdir().expect("tempdir");
     let failing = Arc::new(AtomicBool::new(true));
-    let store = DurableLocal::with_sync(
-        dir.path().to_path_buf(),
-        failing_dirs("_delta_log", Arc::clone(&failing)),
-    );
-    let file = dir
-        .path()
-        .join("_delta_log")
-        .join("00000000000000000001.json");
+    let (dir, store, file) = store_and_commit_1(failing_dirs("_delta_log", Arc::clone(&failing)));
     let location = object(&file);
 
     let err = store

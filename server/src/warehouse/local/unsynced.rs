@@ -2,13 +2,12 @@
 //! again until the syncs hold, and unreadable to Sluice until then.
 //!
 //! A put syncs its bytes before they get their name (`place`), so a failed data sync leaves
-//! no file behind: the put is tried again at once and after two pauses ([`REWRITE_PAUSES`])
-//! with new bytes in a new staging file (after a failed fsync Linux may have marked the
-//! pages clean without writing them, so a second fsync of the same pages proves nothing),
-//! and then fails. Once the name is there, the folders' syncs make it durable; if one fails,
-//! the name is visible to every lister of the folder but may be lost to a power cut. The put
-//! then places its bytes again (a new synced file renamed over the first) and syncs the
-//! folders again, at the same pauses.
+//! no file behind. Once the name is there, the folders' syncs make it durable; if one fails,
+//! the name is visible to every lister of the folder but may be lost to a power cut. Either
+//! way the put is tried again at once and after two pauses ([`REWRITE_PAUSES`]), each time
+//! with its bytes in a new staging file (after a failed fsync Linux may have marked the pages
+//! clean without writing them, so a second fsync of the same pages proves nothing), renamed
+//! over the name once a try has placed it (`DurableLocal::put_durably`).
 //!
 //! A Delta log file (a path with a `_delta_log` folder) for which none of that held is kept
 //! in [`Unsynced`] with its bytes: a commit file is then in the log for anyone who lists
