@@ -72,6 +72,8 @@ scripts/check-no-protoc.sh
 cargo test --workspace --locked
 # WAL fault injection (short writes, EIO, ENOSPC, power cuts): its own feature-gated target.
 cargo test --locked -p sluice-wal --features failpoints --test failpoints
+# The binary with the opt-in `jemalloc` feature (an allocator built with `make`).
+cargo test --locked -p sluice-server --features jemalloc --test it allocator
 
 # The official Rust SDK 3.0.0 (persistent streams, `eos`) against the debug server: its own
 # crate and lock outside the workspace (interop/sdk3, README there).

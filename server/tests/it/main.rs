@@ -4,6 +4,7 @@
 //! tonic client for protocol errors; Delta tables are read back with the
 //! `deltalake` crate.
 
+mod allocator;
 mod audit;
 mod auth;
 mod auth_gate;
