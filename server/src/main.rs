@@ -18,7 +18,7 @@ static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 // overrides them). `oversize_threshold:0`: no arena of its own for allocations over 8 MiB.
 // That arena gives pages back to the kernel as soon as they are freed, and a pod frees
 // such buffers all the time (a run's columns and WAL frame, the flush's groups); at
-// 10 KiB records every one was faulted in again, 30–45 % more pod CPU per GB than glibc.
+// 10 KiB records every one was faulted in again, 25–69 % more pod CPU per GB than glibc.
 // The symbol is jemalloc's weak `malloc_conf` (prefixed by tikv-jemalloc-sys); a C
 // `const char *` is one pointer, as a `&[u8; N]` is.
 #[cfg(all(feature = "jemalloc", not(target_env = "msvc")))]
