@@ -262,9 +262,9 @@ async fn acked_while_syncs_fail(arm: fn(&FaultyFuse)) -> OnMount {
     let deadline = Instant::now() + Duration::from_secs(60);
     while pod.fuse().refused_syncs() == 0 {
         assert!(Instant::now() < deadline, "no commit was tried in 60 s");
-        std::thread::sleep(Duration::from_millis(50));
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    std::thread::sleep(Duration::from_secs(5));
+    tokio::time::sleep(Duration::from_secs(5)).await;
     pod
 }
 
