@@ -95,6 +95,14 @@ impl RequestParser {
         self.builder = builder;
     }
 
+    /// Makes room in the builder for a run of `requests` requests of `record_bytes`
+    /// (`RecordBatchBuilder::reserve`): a run's columns then grow once, not through every
+    /// doubling (their reallocations were 2.4 % of the pod's perf samples at 200-byte
+    /// records, 3030aeb, runs of ~120 requests).
+    pub fn reserve(&mut self, requests: usize, record_bytes: usize) {
+        self.builder.reserve(requests, record_bytes);
+    }
+
     /// Takes the builder's rows as one batch.
     pub fn finish(&mut self) -> arrow_array::RecordBatch {
         self.builder.finish()

@@ -117,7 +117,13 @@ async fn process_part(
 ) -> Result<Option<Vec<EphemeralStreamRequest>>> {
     let started = std::time::Instant::now();
     let auto_evolve = stream.parser.is_json() && stream.sink.auto_evolve();
-    let mut records: Vec<(i64, Bytes)> = Vec::new();
+    // One record per request is the common case (a batch request grows it further): grown
+    // from empty through every doubling, its reallocations were 1.5 % of the pod's perf
+    // samples at 200-byte records (3030aeb, runs of ~120 requests).
+    let mut records: Vec<(i64, Bytes)> = Vec::with_capacity(run.len());
+    stream
+        .parser
+        .reserve(run.len(), run.iter().map(request_bytes).sum());
     let mut last_ok = None;
     let mut rows_ok = 0;
     let mut failure: Option<ServerError> = None;

@@ -340,6 +340,19 @@ impl RecordBatchBuilder {
         RecordBatch::from(StructArray::new(self.fields.clone(), arrays, None))
     }
 
+    /// Makes room for `rows` more records of `record_bytes` in all, so that appending them
+    /// does not regrow the columns through doublings (a regrowth copies the column): a
+    /// flat table's columns reserve their values, and its string and binary columns as
+    /// many bytes per row as they were sized for after the last batch, at most
+    /// `record_bytes` each. A column tree grows as it goes. Only room: nothing changes if
+    /// the records turn out more, fewer or larger.
+    pub fn reserve(&mut self, rows: usize, record_bytes: usize) {
+        match &mut self.columns {
+            Columns::Flat(flat) | Columns::FlatRescuing(flat) => flat.reserve(rows, record_bytes),
+            Columns::Nested(_) => {}
+        }
+    }
+
     /// Drops the rows appended since the last finish without building a batch: the
     /// columns keep their capacity, so a builder used only to check records (their rows
     /// are built again elsewhere) allocates nothing per record once warm.

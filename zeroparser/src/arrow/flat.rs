@@ -160,6 +160,13 @@ impl FlatColumns {
         }
     }
 
+    /// Room for `rows` more rows of `record_bytes` in all (see [`LeafColumn::reserve`]).
+    pub(crate) fn reserve(&mut self, rows: usize, record_bytes: usize) {
+        for column in &mut self.columns {
+            column.reserve(rows, record_bytes);
+        }
+    }
+
     /// Drops every row appended since the last finish; the columns keep their capacity.
     pub(crate) fn clear(&mut self) {
         self.rows = 0;

@@ -324,6 +324,26 @@ impl Data {
         }
     }
 
+    /// Room for `rows` more values; a string or binary column also for that many times the
+    /// bytes per row its buffers were sized for (the last batch's, see [`take_vec`]), at
+    /// most `max_bytes`.
+    fn reserve(&mut self, rows: usize, max_bytes: usize) {
+        match self {
+            Data::I8(v) => reserve_exact_copying(v, rows),
+            Data::I16(v) => reserve_exact_copying(v, rows),
+            Data::I32(v) | Data::Date(v) => reserve_exact_copying(v, rows),
+            Data::I64(v) | Data::Timestamp { values: v, .. } => reserve_exact_copying(v, rows),
+            Data::F32(v) => reserve_exact_copying(v, rows),
+            Data::F64(v) => reserve_exact_copying(v, rows),
+            Data::Bool(v) => reserve_exact_copying(v, rows),
+            Data::Utf8 { offsets, bytes } | Data::Binary { offsets, bytes } => {
+                let per_row = bytes.capacity().div_ceil(offsets.capacity().max(1));
+                reserve_exact_copying(offsets, rows);
+                reserve_exact_copying(bytes, rows.saturating_mul(per_row).min(max_bytes));
+            }
+        }
+    }
+
     pub(super) fn truncate(&mut self, rows: usize) {
         match self {
             Data::I8(v) => v.truncate(rows),
@@ -465,6 +485,11 @@ impl LeafColumn {
         }
     }
 
+    /// Room for `rows` more rows (see [`Data::reserve`]).
+    pub(super) fn reserve(&mut self, rows: usize, max_bytes: usize) {
+        self.data.reserve(rows, max_bytes);
+    }
+
     pub(super) fn push_null(&mut self) {
         self.nulls.push(u32::try_from(self.len).unwrap_or(u32::MAX));
         self.data.push_default();
@@ -534,6 +559,18 @@ pub(super) fn take_vec<T>(v: &mut Vec<T>, hint: usize) -> Vec<T> {
         taken.shrink_to_fit();
     }
     taken
+}
+
+/// Room in `v` for `additional` more elements. A vector that lacks it moves to a new one
+/// of exactly that room, copying only its elements: it is empty or nearly so when a run
+/// begins, and `Vec::reserve`'s realloc copied its whole old room (in a first version the
+/// reallocations moved from the appends into the reserve, 1.8 % of the pod's perf samples).
+fn reserve_exact_copying<T: Copy>(v: &mut Vec<T>, additional: usize) {
+    if v.capacity() - v.len() < additional {
+        let mut room = Vec::with_capacity(v.len().saturating_add(additional));
+        room.extend_from_slice(v);
+        *v = room;
+    }
 }
 
 /// The print of an integer map key (of any width, or a DATE or TIMESTAMP): the value itself.
@@ -688,6 +725,55 @@ mod tests {
             let longer = [key.as_slice(), b"a"].concat();
             assert!(!same_bytes(&key, &longer), "len {len} against {}", len + 1);
         }
+    }
+
+    #[test]
+    fn reserved_rows_are_appended_without_regrowing() {
+        let mut column = LeafColumn::new(&ColumnType::String).expect("a scalar column");
+        for _ in 0..10 {
+            column.push_with(|data| data.push(&Scalar::Str(Cow::Borrowed("0123456789"))));
+        }
+        drop(column.finish(10));
+        column.reserve(100, usize::MAX);
+        let Data::Utf8 { offsets, bytes } = &column.data else {
+            panic!("a string column");
+        };
+        let room = (offsets.capacity(), bytes.capacity());
+        assert!(room.0 >= 101 && room.1 >= 1000, "room {room:?}");
+        for _ in 0..100 {
+            column.push_with(|data| data.push(&Scalar::Str(Cow::Borrowed("0123456789"))));
+        }
+        let Data::Utf8 { offsets, bytes } = &column.data else {
+            panic!("a string column");
+        };
+        assert_eq!((offsets.capacity(), bytes.capacity()), room, "regrown");
+        let array = column.finish(100);
+        let strings = array
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .expect("a string array");
+        assert_eq!(strings.len(), 100);
+        assert!(strings.iter().all(|s| s == Some("0123456789")));
+        let mut ints = LeafColumn::new(&ColumnType::BigInt).expect("a scalar column");
+        ints.push_with(|data| data.push(&Scalar::Int(7)));
+        ints.reserve(1000, 0);
+        ints.push_with(|data| data.push(&Scalar::Int(8)));
+        let array = ints.finish(2);
+        let longs = array
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .expect("a long array");
+        assert_eq!(longs.values().to_vec(), vec![7, 8], "kept across the move");
+        let mut capped = LeafColumn::new(&ColumnType::Binary).expect("a scalar column");
+        capped.reserve(1000, 64);
+        let Data::Binary { bytes, .. } = &capped.data else {
+            panic!("a binary column");
+        };
+        assert!(
+            bytes.capacity() <= 64,
+            "more than max_bytes: {}",
+            bytes.capacity()
+        );
     }
 
     #[test]
