@@ -34,6 +34,14 @@ const MAX_RUN_BYTES: usize = 8 << 20;
 /// flush thresholds (the sink is behind), instead of buffering without bound.
 const MEMTABLE_LIMIT_FLUSHES: usize = 4;
 
+/// A run of requests and the record bytes they carry in all.
+pub struct Run {
+    /// The requests, in the order read.
+    pub requests: Vec<EphemeralStreamRequest>,
+    /// Their records' bytes (`request_bytes`), summed as they were read.
+    pub record_bytes: usize,
+}
+
 /// Takes `first` and the requests already waiting behind it into one run.
 /// A read error right after the run is returned beside it: the run is
 /// processed (and acked) first, then the error ends the stream.
@@ -46,21 +54,29 @@ pub fn gather(
     first: EphemeralStreamRequest,
     inbound: &mut impl Inbound,
     hint: usize,
-) -> (Vec<EphemeralStreamRequest>, Option<tonic::Status>) {
-    let mut run = Vec::with_capacity(hint.clamp(1, MAX_RUN_REQUESTS).next_power_of_two());
-    run.push(first);
-    let mut bytes = 0;
-    while run.len() < MAX_RUN_REQUESTS && bytes < MAX_RUN_BYTES {
+) -> (Run, Option<tonic::Status>) {
+    let mut requests = Vec::with_capacity(hint.clamp(1, MAX_RUN_REQUESTS).next_power_of_two());
+    let mut record_bytes = request_bytes(&first);
+    requests.push(first);
+    let mut read_error = None;
+    while requests.len() < MAX_RUN_REQUESTS && record_bytes < MAX_RUN_BYTES {
         match inbound.next_request().now_or_never() {
             Some(Ok(Some(m))) => {
-                bytes += request_bytes(&m);
-                run.push(m);
+                record_bytes += request_bytes(&m);
+                requests.push(m);
             }
-            Some(Err(e)) => return (run, Some(e)),
+            Some(Err(e)) => {
+                read_error = Some(e);
+                break;
+            }
             _ => break,
         }
     }
-    (run, None)
+    let run = Run {
+        requests,
+        record_bytes,
+    };
+    (run, read_error)
 }
 
 /// Counts `records` of `record_bytes` taken in, then waits until the table's memtable
@@ -94,13 +110,19 @@ pub async fn process_run(
     stream: &mut OpenedStream,
     slot: &StreamSlot,
     acks: &mut Acks,
-    run: Vec<EphemeralStreamRequest>,
+    run: Run,
 ) -> Result<()> {
     let mut run = run;
     loop {
         match process_part(pod, stream, slot, acks, run).await? {
             None => return Ok(()),
-            Some(rest) => run = rest,
+            Some(rest) => {
+                let record_bytes = rest.iter().map(request_bytes).sum();
+                run = Run {
+                    requests: rest,
+                    record_bytes,
+                };
+            }
         }
     }
 }
@@ -113,22 +135,24 @@ async fn process_part(
     stream: &mut OpenedStream,
     slot: &StreamSlot,
     acks: &mut Acks,
-    run: Vec<EphemeralStreamRequest>,
+    run: Run,
 ) -> Result<Option<Vec<EphemeralStreamRequest>>> {
     let started = std::time::Instant::now();
     let auto_evolve = stream.parser.is_json() && stream.sink.auto_evolve();
     // One record per request is the common case (a batch request grows it further): grown
     // from empty through every doubling, its reallocations were 1.5 % of the pod's perf
     // samples at 200-byte records (3030aeb, runs of ~120 requests).
+    let Run {
+        requests: run,
+        record_bytes: run_bytes,
+    } = run;
     let mut records: Vec<(i64, Bytes)> = Vec::with_capacity(run.len());
-    // Only a run that will become a batch: a small one is parsed only to check it and then
-    // cleared, so its columns keep the room of the largest small run. For 5 000 streams of
-    // one-request runs, the reserve's visit of every (cache-cold) column was 1.3 % of the
-    // pod's samples.
+    // Only a run of more than 32 requests, which becomes a batch: a run of fewer (unless
+    // its requests hold batches) is parsed only to check it and then cleared, and its
+    // columns keep the room of the largest such run. For 5 000 streams of one-request runs,
+    // the reserve's visit of every (cache-cold) column was in 1.5 % of the pod's samples.
     if run.len() > deferred::MAX_RECORDS {
-        stream
-            .parser
-            .reserve(run.len(), run.iter().map(request_bytes).sum());
+        stream.parser.reserve(run.len(), run_bytes);
     }
     let mut last_ok = None;
     let mut rows_ok = 0;

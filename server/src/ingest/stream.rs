@@ -180,7 +180,7 @@ impl StreamState<'_> {
                     Ok(Some(first)) => {
                         signals.active();
                         let (run, read_error) = gather(first, inbound, last_run);
-                        last_run = run.len();
+                        last_run = run.requests.len();
                         if let Err(e) = process_run(pod, &mut self.opened, &self.slot, &mut self.acks, run).await {
                             return End::from_error(e);
                         }

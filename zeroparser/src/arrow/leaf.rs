@@ -757,6 +757,10 @@ mod tests {
         let mut ints = LeafColumn::new(&ColumnType::BigInt).expect("a scalar column");
         ints.push_with(|data| data.push(&Scalar::Int(7)));
         ints.reserve(1000, 0);
+        let Data::I64(values) = &ints.data else {
+            panic!("a long column");
+        };
+        assert!(values.capacity() >= 1001, "room {}", values.capacity());
         ints.push_with(|data| data.push(&Scalar::Int(8)));
         let array = ints.finish(2);
         let longs = array
@@ -764,16 +768,18 @@ mod tests {
             .downcast_ref::<Int64Array>()
             .expect("a long array");
         assert_eq!(longs.values().to_vec(), vec![7, 8], "kept across the move");
+        // A binary column sized for 100-byte rows, asked for 1 000 rows of 5 000 bytes in
+        // all: 5 000 bytes of room, not 100 000.
         let mut capped = LeafColumn::new(&ColumnType::Binary).expect("a scalar column");
-        capped.reserve(1000, 64);
+        for _ in 0..10 {
+            capped.push_with(|data| data.push(&Scalar::Bytes(&[7; 100])));
+        }
+        drop(capped.finish(10));
+        capped.reserve(1000, 5000);
         let Data::Binary { bytes, .. } = &capped.data else {
             panic!("a binary column");
         };
-        assert!(
-            bytes.capacity() <= 64,
-            "more than max_bytes: {}",
-            bytes.capacity()
-        );
+        assert_eq!(bytes.capacity(), 5000, "not held to max_bytes");
     }
 
     #[test]
