@@ -2,6 +2,8 @@
 //! `--tls-cert` / `--tls-key` are given, each connection served by hyper's
 //! auto builder (HTTP/1.1 and HTTP/2; ALPN `h2`, `http/1.1` under TLS) with
 //! the pod's HTTP/2 limits, and the same router (gRPC + HTTP) either way.
+//! Each connection's writes go through [`coalesce::Coalesce`], which lets
+//! the responses of the other ready tasks join them in one system call.
 //!
 //! On a TLS port, a client that speaks plain text is told so instead of
 //! being cut off: its first byte is not a TLS handshake record (0x16), so
@@ -32,8 +34,11 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+mod coalesce;
+
 use crate::config::{ServeConfig, TlsFiles};
 use crate::error::{Result, ServerError};
+use coalesce::Coalesce;
 
 /// A client must finish its TLS handshake (or send its first byte) in this time.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -172,7 +177,7 @@ impl Connection {
     {
         let conn = self
             .builder
-            .serve_connection_with_upgrades(io, TowerToHyperService::new(app));
+            .serve_connection_with_upgrades(Coalesce::new(io), TowerToHyperService::new(app));
         tokio::pin!(conn);
         let result = tokio::select! {
             r = conn.as_mut() => r,

@@ -193,17 +193,26 @@ impl<R: AckWire> Acks<R> {
             .map_err(|_| End::Failed(Status::unavailable("write-ahead log stopped")))
     }
 
-    /// [`durable_changed`](Self::durable_changed) while a logged frame awaits its ack;
+    /// Waits until the oldest logged frame awaiting its ack is durable (or the WAL failed);
     /// never while the ledger is empty. Every WAL fsync changes the durable state, so a
     /// stream with nothing to ack must not wait on it: each fsync would wake every open
     /// stream of the pod (with 50 000 streams open, that wake-up herd was most of the
     /// pod's CPU). An idle stream learns of a stopped WAL from the pod's `wal_stopped`
     /// token instead (`signals`), and ends with [`wal_stopped`](Self::wal_stopped).
+    /// An fsync that leaves the frame pending still wakes the stream, but the wait goes on
+    /// inside this future instead of ending the stream's `select!` with nothing to ack.
     pub async fn pending_durable_changed(&mut self) -> Result<(), End> {
-        if self.pending.is_empty() {
+        let Some(&(oldest, ..)) = self.pending.front() else {
             return std::future::pending().await;
+        };
+        match self
+            .durable
+            .wait_for(|state| state.durable >= oldest || state.failed.is_some())
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(_) => Err(End::Failed(Status::unavailable("write-ahead log stopped"))),
         }
-        self.durable_changed().await
     }
 
     /// How a stream with nothing to ack ends when the WAL stopped: the status of a
@@ -348,9 +357,9 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_stream_with_nothing_to_ack_is_not_woken_by_fsyncs() {
+    async fn a_stream_waits_for_its_oldest_frame_not_for_every_fsync() {
         use futures::FutureExt;
-        let (mut acks, wal, _rx) = ledger();
+        let (mut acks, wal, mut rx) = ledger();
         assert!(acks.send_durable().await.is_ok());
         wal.send_replace(durable_at(5));
         assert!(
@@ -358,16 +367,41 @@ mod tests {
             "an empty ledger waits on no fsync"
         );
         acks.logged(10, 0, 1);
+        acks.logged(20, 1, 1);
         assert!(
-            matches!(acks.pending_durable_changed().now_or_never(), Some(Ok(()))),
-            "a pending frame sees the durable state move"
+            acks.pending_durable_changed().now_or_never().is_none(),
+            "the durable state moved, but not to the oldest frame"
         );
-        assert!(acks.send_durable().await.is_ok());
-        assert!(acks.pending_durable_changed().now_or_never().is_none());
+        wal.send_replace(durable_at(9));
+        assert!(
+            acks.pending_durable_changed().now_or_never().is_none(),
+            "an fsync short of the oldest frame keeps the wait going"
+        );
         wal.send_replace(durable_at(10));
         assert!(matches!(
             acks.pending_durable_changed().now_or_never(),
             Some(Ok(()))
+        ));
+        assert!(acks.send_durable().await.is_ok());
+        assert_eq!(acked(rx.try_recv().ok()), Some(0));
+        assert!(acks.pending_durable_changed().now_or_never().is_none());
+        // A failed WAL ends the wait; the ledger's next step reports it.
+        wal.send_replace(DurableState {
+            durable: 10,
+            failed: Some("EIO".into()),
+        });
+        assert!(matches!(
+            acks.pending_durable_changed().now_or_never(),
+            Some(Ok(()))
+        ));
+        assert!(acks.send_durable().await.is_err());
+        // A stopped WAL ends it too.
+        let (mut acks, wal, _rx) = ledger();
+        acks.logged(10, 0, 1);
+        drop(wal);
+        assert!(matches!(
+            acks.pending_durable_changed().now_or_never(),
+            Some(Err(End::Failed(_)))
         ));
     }
 

@@ -27,6 +27,9 @@ pub struct RequestParser {
     next_offset: i64,
     /// A resumed persistent stream's watermark: offsets at or below it are durable.
     durable_through: Option<i64>,
+    /// Inside [`check`](Self::check): records are checked, not appended, where the
+    /// builder can.
+    checking: bool,
 }
 
 impl RequestParser {
@@ -45,6 +48,7 @@ impl RequestParser {
             max_record_bytes,
             next_offset: 0,
             durable_through: None,
+            checking: false,
         }
     }
 
@@ -69,6 +73,7 @@ impl RequestParser {
 
     /// Rows in the builder (of the requests parsed since the last `finish`,
     /// plus any leading rows of a batch request that failed part-way).
+    #[cfg(test)]
     pub fn rows(&self) -> usize {
         self.builder.len()
     }
@@ -131,6 +136,22 @@ impl RequestParser {
         let offset = self.parse_payload(request, records)?;
         self.next_offset = offset + 1;
         Ok(offset)
+    }
+
+    /// [`parse`](Self::parse) for a request whose rows are not wanted now (a small run's,
+    /// whose records are parsed again at the flush): a record the builder can check without
+    /// writing its columns (a flat table's protobuf record, `check_proto`) answers the same
+    /// and leaves no row; any other is appended as by `parse` and dropped by
+    /// [`discard`](Self::discard).
+    pub fn check(
+        &mut self,
+        request: EphemeralStreamRequest,
+        records: &mut Vec<(i64, Bytes)>,
+    ) -> Result<i64> {
+        self.checking = true;
+        let parsed = self.parse(request, records);
+        self.checking = false;
+        parsed
     }
 
     fn parse_payload(
@@ -230,8 +251,12 @@ impl RequestParser {
         let RecordPlan::Proto(plan) = self.plan.as_ref() else {
             return Err(self.wrong_format(offset, index, "proto"));
         };
-        self.builder
-            .append_proto(plan, &record)
+        let checked = match self.checking {
+            true => self.builder.check_proto(plan, &record),
+            false => None,
+        };
+        checked
+            .unwrap_or_else(|| self.builder.append_proto(plan, &record))
             .map_err(|e| ServerError::InvalidArgument(format!("{}: {e}", place(offset, index))))?;
         Ok(record)
     }
@@ -589,6 +614,43 @@ mod tests {
             matches!(&e, ServerError::InvalidArgument(m) if m.contains("JSON record on a PROTO stream")),
             "{e}"
         );
+    }
+
+    #[test]
+    fn checked_proto_records_leave_no_row_and_fail_as_parsed_ones_do() {
+        let one = |offset: i64, bytes: &'static [u8]| {
+            request(Payload::IngestRecord(IngestRecordRequest {
+                offset_id: Some(offset),
+                record: Some(Record::ProtoEncodedRecord(Bytes::from_static(bytes))),
+            }))
+        };
+        let mut p = proto_parser();
+        let mut records = Vec::new();
+        assert_eq!(p.check(one(0, &[8, 7]), &mut records).ok(), Some(0));
+        assert_eq!(p.check(one(1, &[8, 9]), &mut records).ok(), Some(1));
+        assert_eq!((records.len(), p.rows()), (2, 0));
+        // The id is NOT NULL: an empty record fails, checked or parsed, with one message.
+        let checked = p
+            .check(one(2, &[]), &mut records)
+            .map_err(|e| e.to_string());
+        let mut q = proto_parser();
+        let mut parsed_records = Vec::new();
+        for offset in 0..2 {
+            q.parse(one(offset, &[8, 1]), &mut parsed_records)
+                .expect("valid record");
+        }
+        let parsed = q
+            .parse(one(2, &[]), &mut parsed_records)
+            .map_err(|e| e.to_string());
+        assert!(checked.is_err(), "{checked:?}");
+        assert_eq!(checked, parsed);
+        assert!(
+            checked.as_ref().is_err_and(|m| m.contains("id")),
+            "{checked:?}"
+        );
+        // Offsets are checked as by parse: the failed record took none.
+        assert_eq!(p.check(one(2, &[8, 3]), &mut records).ok(), Some(2));
+        assert_eq!((records.len(), p.rows()), (3, 0));
     }
 
     #[test]

@@ -11,7 +11,8 @@
 //! zeroparser checks per occurrence (see the report in issue 3). The same table with the
 //! `_rescued_data` column must accept and reject exactly the same records with the same
 //! errors, hold the same values, and rescue exactly the top-level unknown fields
-//! prost-reflect keeps (groups aside), by number.
+//! prost-reflect keeps (groups aside), by number. On the flat table, `check_proto` (a record
+//! checked, not appended) must give the append's verdict, error for error.
 #![no_main]
 
 mod common;
@@ -436,6 +437,12 @@ fn check(subject: &Subject, data: &[u8]) {
             "a rejected record changed the batch: {}",
             hex(data)
         );
+    }
+    // Checking without appending (flat tables only) gives the append's verdict.
+    let mut checker = RecordBatchBuilder::new(&subject.schema);
+    if let Some(checked) = checker.check_proto(&subject.plan, data) {
+        assert_eq!(&checked, &ours, "check and append differ for {}", hex(data));
+        assert!(checker.is_empty());
     }
     let theirs = DynamicMessage::decode(subject.message.clone(), data);
     let plain = ours.is_ok().then(|| {

@@ -125,6 +125,31 @@ impl RecordBatchBuilder {
         Ok(())
     }
 
+    /// Decodes one protobuf record with `plan` and answers as
+    /// [`append_proto`](Self::append_proto) would, appending nothing: for a record that is
+    /// only checked now and appended to another builder later. `None` where this builder
+    /// cannot check without appending (a column tree, `_rescued_data`): append instead. A
+    /// checked record counts toward the batch's size bound, as an appended one would, until
+    /// the next [`clear`](Self::clear) or [`finish`](Self::finish).
+    pub fn check_proto(
+        &mut self,
+        plan: &ProtoPlan,
+        record: &[u8],
+    ) -> Option<Result<(), DecodeError>> {
+        let Columns::Flat(flat) = &mut self.columns else {
+            return None;
+        };
+        if plan.schema_id != self.schema_id {
+            return Some(Err(DecodeError::new(DecodeErrorKind::PlanSchemaMismatch)));
+        }
+        let weight = record.len().saturating_mul(plan.amplification);
+        Some(
+            check_weight(self.weight, weight)
+                .and_then(|()| flat.check_proto(plan, record))
+                .map(|()| self.weight += weight),
+        )
+    }
+
     /// [`append_proto`](Self::append_proto) with the `_rescued_data` column (cold: kept out
     /// of the default path's code).
     #[cold]

@@ -34,6 +34,8 @@ pub(crate) struct FlatColumns {
     rows: usize,
     /// JSON records handed to the value tree since the columns were made.
     json_via_tree: u64,
+    /// [`check_proto`](Self::check_proto)'s scratch: one bit per column written.
+    seen: Vec<u64>,
 }
 
 impl FlatColumns {
@@ -49,6 +51,7 @@ impl FlatColumns {
             required: columns.iter().map(|c| !c.nullable).collect(),
             rows: 0,
             json_via_tree: 0,
+            seen: vec![0; columns.len().div_ceil(64)],
         })
     }
 
@@ -70,6 +73,32 @@ impl FlatColumns {
             self.rollback();
         }
         result
+    }
+
+    /// Decodes one record and answers as [`append_proto`](Self::append_proto) would (the
+    /// same error for the same record), writing no column: for a record that is only checked
+    /// now and appended later. Touches one bit per column instead of the columns' memory.
+    pub(crate) fn check_proto(
+        &mut self,
+        plan: &ProtoPlan,
+        record: &[u8],
+    ) -> Result<(), DecodeError> {
+        self.seen.fill(0);
+        let mut checker = RowChecker {
+            seen: &mut self.seen,
+            columns: self.columns.len(),
+            filled: 0,
+        };
+        plan.visit(record, &mut checker)?;
+        if checker.filled < self.columns.len() {
+            for (i, required) in self.required.iter().enumerate() {
+                if *required && !bit(&self.seen, i) {
+                    let name = self.names.get(i).map_or("", String::as_str);
+                    return Err(DecodeError::at(DecodeErrorKind::NotNull, 0).in_field(name));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Decodes one JSON record straight into the columns; a record the one pass does not
@@ -266,6 +295,71 @@ impl JsonWriter<'_> {
     }
 }
 
+/// The [`Visitor`] methods of nested fields, for a flat table's visitors: its plan has none,
+/// so they are never called.
+macro_rules! no_nested_fields {
+    ($a:lifetime) => {
+        fn element(&mut self, _: usize, _: Scalar<$a>) {}
+        fn map_entry(&mut self, _: usize, _: Scalar<$a>, _: Scalar<$a>) {}
+        fn begin_message(&mut self, _: usize) {}
+        fn begin_element(&mut self, _: usize) {}
+        fn begin_map_value(&mut self, _: usize, _: Scalar<$a>) {}
+        fn end_message(&mut self) {}
+    };
+}
+
+/// Whether bit `i` of `bits` is set.
+#[inline(always)]
+fn bit(bits: &[u64], i: usize) -> bool {
+    bits.get(i / 64).is_some_and(|w| w & (1 << (i % 64)) != 0)
+}
+
+/// The visitor that checks one record against the columns without writing them: it keeps
+/// which columns the record wrote, as [`RowWriter`] keeps it in the columns' lengths.
+struct RowChecker<'s> {
+    seen: &'s mut [u64],
+    /// Columns of the table (a slot beyond them is ignored, as by [`RowWriter`]).
+    columns: usize,
+    /// Columns this record has written so far.
+    filled: usize,
+}
+
+impl RowChecker<'_> {
+    /// Notes that the record wrote column `slot` (`_push`, the value's write, is not run).
+    #[inline(always)]
+    fn write(&mut self, slot: usize, _push: impl FnOnce(&mut Data) -> bool) {
+        if slot >= self.columns {
+            return;
+        }
+        if let Some(word) = self.seen.get_mut(slot / 64) {
+            let mask = 1 << (slot % 64);
+            if *word & mask == 0 {
+                *word |= mask;
+                self.filled += 1;
+            }
+        }
+    }
+}
+
+impl<'a> Visitor<'a> for RowChecker<'_> {
+    const NESTED: bool = false;
+
+    // The values are decoded and checked by the visit; only which column they go to counts.
+    super::leaf::leaf_visitor_writes!('a);
+
+    fn clear(&mut self, slot: usize) {
+        if let Some(word) = self.seen.get_mut(slot / 64) {
+            let mask = 1 << (slot % 64);
+            if *word & mask != 0 {
+                *word &= !mask;
+                self.filled = self.filled.saturating_sub(1);
+            }
+        }
+    }
+
+    no_nested_fields!('a);
+}
+
 /// The visitor that writes one record's fields into the columns.
 struct RowWriter<'c> {
     columns: &'c mut [LeafColumn],
@@ -313,11 +407,5 @@ impl<'a> Visitor<'a> for RowWriter<'_> {
         }
     }
 
-    // A flat table's plan has no nested fields: these are never called.
-    fn element(&mut self, _: usize, _: Scalar<'a>) {}
-    fn map_entry(&mut self, _: usize, _: Scalar<'a>, _: Scalar<'a>) {}
-    fn begin_message(&mut self, _: usize) {}
-    fn begin_element(&mut self, _: usize) {}
-    fn begin_map_value(&mut self, _: usize, _: Scalar<'a>) {}
-    fn end_message(&mut self) {}
+    no_nested_fields!('a);
 }

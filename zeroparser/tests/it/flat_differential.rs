@@ -3,7 +3,8 @@
 //! table has one extra STRUCT column) agree on every record of arbitrary wire bytes: both
 //! accept or both reject it with the same error (kind, path, offset), and the batches hold
 //! the same values. Sequences of records check that a rejected record leaves the flat
-//! columns exactly as they were (last-one-wins, oneof clearing and NOT NULL included).
+//! columns exactly as they were (last-one-wins, oneof clearing and NOT NULL included), and
+//! that `check_proto` (a record checked, not appended) gives the flat append's answer.
 
 use proptest::prelude::*;
 use prost::Message;
@@ -78,6 +79,8 @@ struct Pair {
     plan_tree: ProtoPlan,
     flat: RecordBatchBuilder,
     tree: RecordBatchBuilder,
+    /// Only checks the records (`check_proto`), for the flat plan.
+    checker: RecordBatchBuilder,
 }
 
 fn pair() -> Pair {
@@ -90,6 +93,7 @@ fn pair() -> Pair {
         plan_tree: ProtoPlan::compile(&bytes, &tree_schema).expect("tree plan"),
         flat: RecordBatchBuilder::new(&flat_schema),
         tree: RecordBatchBuilder::new(&tree_schema),
+        checker: RecordBatchBuilder::new(&flat_schema),
     }
 }
 
@@ -203,6 +207,15 @@ proptest! {
                 _ => prop_assert!(false, "flat {:?} but tree {:?} for {:?}", flat, tree, bytes),
             }
             prop_assert_eq!(p.flat.len(), p.tree.len());
+            // Checking answers as the append does, error for error, and appends nothing.
+            let checked = p.checker.check_proto(&p.plan_flat, &bytes);
+            match (&flat, &checked) {
+                (Ok(()), Some(Ok(()))) => {}
+                (Err(a), Some(Err(b))) => prop_assert_eq!(a.to_string(), b.to_string()),
+                _ => prop_assert!(false, "append {:?} but check {:?} for {:?}", flat, checked, bytes),
+            }
+            prop_assert_eq!(p.checker.len(), 0);
+            prop_assert!(p.tree.check_proto(&p.plan_tree, &bytes).is_none());
         }
         let flat_rows = rows(&p.flat.finish());
         let tree_rows = without_extra(rows(&p.tree.finish()));
