@@ -336,6 +336,21 @@ pub fn request_bytes(request: &EphemeralStreamRequest) -> usize {
     }
 }
 
+/// The records `request` carries (one, or its batch's); 0 for a request with none.
+pub fn request_records(request: &EphemeralStreamRequest) -> usize {
+    use ephemeral_stream_request::Payload;
+    match &request.payload {
+        Some(Payload::IngestRecord(_)) => 1,
+        Some(Payload::IngestRecordBatch(b)) => match &b.batch {
+            Some(ingest_record_batch_request::Batch::ProtoEncodedBatch(x)) => x.records.len(),
+            Some(ingest_record_batch_request::Batch::JsonBatch(x)) => x.records.len(),
+            Some(ingest_record_batch_request::Batch::AvroBatch(x)) => x.records.len(),
+            None => 0,
+        },
+        _ => 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use prost::Message;
@@ -651,6 +666,15 @@ mod tests {
         // Offsets are checked as by parse: the failed record took none.
         assert_eq!(p.check(one(2, &[8, 3]), &mut records).ok(), Some(2));
         assert_eq!((records.len(), p.rows()), (3, 0));
+        // A batch's records are checked one by one the same way.
+        let batch = request(Payload::IngestRecordBatch(IngestRecordBatchRequest {
+            offset_id: Some(3),
+            batch: Some(Batch::ProtoEncodedBatch(ProtoEncodedRecordBatch {
+                records: vec![Bytes::from_static(&[8, 4]), Bytes::from_static(&[8, 5])],
+            })),
+        }));
+        assert_eq!(p.check(batch, &mut records).ok(), Some(3));
+        assert_eq!((records.len(), p.rows()), (5, 0));
     }
 
     #[test]
@@ -673,6 +697,17 @@ mod tests {
             .downcast_ref::<arrow_array::Int64Array>()
             .expect("BIGINT column");
         assert_eq!(ids.values().to_vec(), [7, 8]);
+    }
+
+    #[test]
+    fn request_records_counts_one_or_the_batch() {
+        assert_eq!(request_records(&json(Some(0), r#"{"id":1}"#)), 1);
+        assert_eq!(request_records(&json_batch(0, &["{}", "{}", "{}"])), 3);
+        assert_eq!(request_records(&json_batch(0, &[])), 0);
+        assert_eq!(
+            request_records(&request(Payload::CreateStream(Default::default()))),
+            0
+        );
     }
 
     #[test]

@@ -12,13 +12,13 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::FutureExt;
-use sluice_proto::{ephemeral_stream_request, EphemeralStreamRequest};
+use sluice_proto::EphemeralStreamRequest;
 
 use super::acks::Acks;
 use super::auto_evolve;
 use super::inbound::Inbound;
 use super::open::OpenedStream;
-use super::request::request_bytes;
+use super::request::{request_bytes, request_records};
 use crate::error::{Result, ServerError};
 use crate::journal::frames::{encode_records, KIND_RECORDS};
 use crate::limits::StreamSlot;
@@ -77,14 +77,6 @@ pub fn gather(
         record_bytes,
     };
     (run, read_error)
-}
-
-/// Whether `request` carries one record (not a batch).
-fn is_one_record(request: &EphemeralStreamRequest) -> bool {
-    matches!(
-        request.payload,
-        Some(ephemeral_stream_request::Payload::IngestRecord(_))
-    )
 }
 
 /// Counts `records` of `record_bytes` taken in, then waits until the table's memtable
@@ -162,11 +154,12 @@ async fn process_part(
     if run.len() > deferred::MAX_RECORDS {
         stream.parser.reserve(run.len(), run_bytes);
     }
-    // A run certain to stay small (at most 32 one-record requests) is only checked: a flat
+    // A run certain to stay small (at most 32 records in all) is only checked: a flat
     // table's protobuf records then write none of the builder's columns. For 5 000 streams
     // of one-request runs, writing a record into its stream's cache-cold columns and
     // clearing them was 4.2 % of the pod's samples.
-    let check_only = run.len() <= deferred::MAX_RECORDS && run.iter().all(is_one_record);
+    let check_only = run.len() <= deferred::MAX_RECORDS
+        && run.iter().map(request_records).sum::<usize>() <= deferred::MAX_RECORDS;
     let mut last_ok = None;
     let mut rows_ok = 0;
     let mut failure: Option<ServerError> = None;
