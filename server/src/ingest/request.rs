@@ -310,44 +310,50 @@ fn place(offset: i64, index: Option<usize>) -> String {
     }
 }
 
-/// Record bytes a request carries (whatever its format), to size a run.
-pub fn request_bytes(request: &EphemeralStreamRequest) -> usize {
-    use ephemeral_stream_request::Payload;
-    match &request.payload {
-        Some(Payload::IngestRecord(r)) => match &r.record {
-            Some(ingest_record_request::Record::ProtoEncodedRecord(b)) => b.len(),
-            Some(ingest_record_request::Record::JsonRecord(s)) => s.len(),
-            Some(ingest_record_request::Record::AvroEncodedRecord(b)) => b.len(),
-            None => 0,
-        },
-        Some(Payload::IngestRecordBatch(b)) => match &b.batch {
-            Some(ingest_record_batch_request::Batch::ProtoEncodedBatch(x)) => {
-                x.records.iter().map(|r| r.len()).sum()
-            }
-            Some(ingest_record_batch_request::Batch::JsonBatch(x)) => {
-                x.records.iter().map(|r| r.len()).sum()
-            }
-            Some(ingest_record_batch_request::Batch::AvroBatch(x)) => {
-                x.records.iter().map(|r| r.len()).sum()
-            }
-            None => 0,
-        },
-        _ => 0,
+/// The records a request carries and their bytes in all.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RequestSize {
+    /// One, or its batch's count; 0 for a request with none.
+    pub records: usize,
+    /// The records' bytes (what the memtable, the WAL and the pace count).
+    pub bytes: usize,
+}
+
+impl std::ops::AddAssign for RequestSize {
+    fn add_assign(&mut self, other: RequestSize) {
+        self.records += other.records;
+        self.bytes += other.bytes;
     }
 }
 
-/// The records `request` carries (one, or its batch's); 0 for a request with none.
-pub fn request_records(request: &EphemeralStreamRequest) -> usize {
+/// How many records `request` carries, and their bytes, in any format.
+pub fn request_size(request: &EphemeralStreamRequest) -> RequestSize {
     use ephemeral_stream_request::Payload;
+    use ingest_record_batch_request::Batch;
+    use ingest_record_request::Record;
+    fn batch(lens: impl ExactSizeIterator<Item = usize>) -> RequestSize {
+        RequestSize {
+            records: lens.len(),
+            bytes: lens.sum(),
+        }
+    }
     match &request.payload {
-        Some(Payload::IngestRecord(_)) => 1,
-        Some(Payload::IngestRecordBatch(b)) => match &b.batch {
-            Some(ingest_record_batch_request::Batch::ProtoEncodedBatch(x)) => x.records.len(),
-            Some(ingest_record_batch_request::Batch::JsonBatch(x)) => x.records.len(),
-            Some(ingest_record_batch_request::Batch::AvroBatch(x)) => x.records.len(),
-            None => 0,
+        Some(Payload::IngestRecord(r)) => RequestSize {
+            records: 1,
+            bytes: match &r.record {
+                Some(Record::ProtoEncodedRecord(b)) => b.len(),
+                Some(Record::JsonRecord(s)) => s.len(),
+                Some(Record::AvroEncodedRecord(b)) => b.len(),
+                None => 0,
+            },
         },
-        _ => 0,
+        Some(Payload::IngestRecordBatch(b)) => match &b.batch {
+            Some(Batch::ProtoEncodedBatch(x)) => batch(x.records.iter().map(|r| r.len())),
+            Some(Batch::JsonBatch(x)) => batch(x.records.iter().map(|r| r.len())),
+            Some(Batch::AvroBatch(x)) => batch(x.records.iter().map(|r| r.len())),
+            None => RequestSize::default(),
+        },
+        _ => RequestSize::default(),
     }
 }
 
@@ -700,20 +706,22 @@ mod tests {
     }
 
     #[test]
-    fn request_records_counts_one_or_the_batch() {
-        assert_eq!(request_records(&json(Some(0), r#"{"id":1}"#)), 1);
-        assert_eq!(request_records(&json_batch(0, &["{}", "{}", "{}"])), 3);
-        assert_eq!(request_records(&json_batch(0, &[])), 0);
+    fn request_size_counts_records_and_their_bytes_of_any_format() {
+        let size = |records, bytes| RequestSize { records, bytes };
+        assert_eq!(request_size(&json(Some(0), "12345")), size(1, 5));
+        assert_eq!(request_size(&json_batch(0, &["12", "345"])), size(2, 5));
         assert_eq!(
-            request_records(&request(Payload::CreateStream(Default::default()))),
-            0
+            request_size(&json_batch(0, &["{}", "{}", "{}"])),
+            size(3, 6)
         );
-    }
-
-    #[test]
-    fn request_bytes_counts_record_bytes_of_any_format() {
-        assert_eq!(request_bytes(&json(Some(0), "12345")), 5);
-        assert_eq!(request_bytes(&json_batch(0, &["12", "345"])), 5);
-        assert_eq!(request_bytes(&EphemeralStreamRequest { payload: None }), 0);
+        assert_eq!(request_size(&json_batch(0, &[])), size(0, 0));
+        assert_eq!(
+            request_size(&request(Payload::CreateStream(Default::default()))),
+            size(0, 0)
+        );
+        assert_eq!(
+            request_size(&EphemeralStreamRequest { payload: None }),
+            size(0, 0)
+        );
     }
 }

@@ -18,7 +18,7 @@ use super::acks::Acks;
 use super::auto_evolve;
 use super::inbound::Inbound;
 use super::open::OpenedStream;
-use super::request::{request_bytes, request_records};
+use super::request::{request_size, RequestSize};
 use crate::error::{Result, ServerError};
 use crate::journal::frames::{encode_records, KIND_RECORDS};
 use crate::limits::StreamSlot;
@@ -38,8 +38,8 @@ const MEMTABLE_LIMIT_FLUSHES: usize = 4;
 pub struct Run {
     /// The requests, in the order read.
     pub requests: Vec<EphemeralStreamRequest>,
-    /// Their records' bytes (`request_bytes`), summed as they were read.
-    pub record_bytes: usize,
+    /// Their records and those records' bytes, summed as they were read.
+    pub size: RequestSize,
 }
 
 /// Takes `first` and the requests already waiting behind it into one run.
@@ -56,13 +56,13 @@ pub fn gather(
     hint: usize,
 ) -> (Run, Option<tonic::Status>) {
     let mut requests = Vec::with_capacity(hint.clamp(1, MAX_RUN_REQUESTS).next_power_of_two());
-    let mut record_bytes = request_bytes(&first);
+    let mut size = request_size(&first);
     requests.push(first);
     let mut read_error = None;
-    while requests.len() < MAX_RUN_REQUESTS && record_bytes < MAX_RUN_BYTES {
+    while requests.len() < MAX_RUN_REQUESTS && size.bytes < MAX_RUN_BYTES {
         match inbound.next_request().now_or_never() {
             Some(Ok(Some(m))) => {
-                record_bytes += request_bytes(&m);
+                size += request_size(&m);
                 requests.push(m);
             }
             Some(Err(e)) => {
@@ -72,10 +72,7 @@ pub fn gather(
             _ => break,
         }
     }
-    let run = Run {
-        requests,
-        record_bytes,
-    };
+    let run = Run { requests, size };
     (run, read_error)
 }
 
@@ -117,10 +114,13 @@ pub async fn process_run(
         match process_part(pod, stream, slot, acks, run).await? {
             None => return Ok(()),
             Some(rest) => {
-                let record_bytes = rest.iter().map(request_bytes).sum();
+                let mut size = RequestSize::default();
+                for request in &rest {
+                    size += request_size(request);
+                }
                 run = Run {
                     requests: rest,
-                    record_bytes,
+                    size,
                 };
             }
         }
@@ -144,22 +144,18 @@ async fn process_part(
     // samples at 200-byte records (3030aeb, runs of ~120 requests).
     let Run {
         requests: run,
-        record_bytes: run_bytes,
+        size,
     } = run;
     let mut records: Vec<(i64, Bytes)> = Vec::with_capacity(run.len());
-    // Only a run of more than 32 requests, which becomes a batch: a run of fewer (unless
-    // its requests hold batches) is parsed only to check it and then cleared, and its
-    // columns keep the room of the largest such run. For 5 000 streams of one-request runs,
-    // the reserve's visit of every (cache-cold) column was in 1.5 % of the pod's samples.
-    if run.len() > deferred::MAX_RECORDS {
-        stream.parser.reserve(run.len(), run_bytes);
+    // A run of more than 32 records becomes a batch: its columns get their room first. A
+    // smaller one goes on as its records, and is only checked: a flat table's protobuf
+    // records then write none of the builder's columns. For 5 000 streams of one-request
+    // runs, the reserve's visit of every (cache-cold) column was in 1.5 % of the pod's
+    // samples, and writing a record into those columns and clearing them in 4.2 %.
+    let check_only = size.records <= deferred::MAX_RECORDS;
+    if !check_only {
+        stream.parser.reserve(size.records, size.bytes);
     }
-    // A run certain to stay small (at most 32 records in all) is only checked: a flat
-    // table's protobuf records then write none of the builder's columns. For 5 000 streams
-    // of one-request runs, writing a record into its stream's cache-cold columns and
-    // clearing them was 4.2 % of the pod's samples.
-    let check_only = run.len() <= deferred::MAX_RECORDS
-        && run.iter().map(request_records).sum::<usize>() <= deferred::MAX_RECORDS;
     let mut last_ok = None;
     let mut rows_ok = 0;
     let mut failure: Option<ServerError> = None;
