@@ -1,7 +1,8 @@
 //! The goals of issue 17 checked against one run's figures: into Arrow at least prost's plain
 //! decode on every workload, list-bearing workloads into Arrow at least half of Sluice's own
 //! parse-and-touch rate, the NEOWISE-like row at least 1 GB/s into Arrow (the median of the
-//! run's trials), and `append_json` at least 1.5× arrow-json on every JSON workload. Each
+//! run's trials), and `append_json` at least 1.5× arrow-json on every JSON workload. Ratios
+//! are medians of per-round ratios (`sluice_bench::contest`). Each
 //! goal reports its worst workload; a decoder left out of the run (`--only`) is not counted.
 
 use sluice_bench::table::Table;
@@ -80,21 +81,29 @@ impl Goals {
         }
     }
 
-    /// The protobuf figures of one workload (MB/s).
-    pub fn proto(&mut self, workload: &str, lists: bool, prost: f64, into_arrow: f64, touch: f64) {
-        self.arrow_vs_prost.observe(workload, into_arrow / prost);
+    /// The protobuf figures of one workload: into Arrow over prost's plain decode and over
+    /// Sluice's parse-and-touch (each the median of the rounds' ratios), into Arrow in MB/s.
+    pub fn proto(
+        &mut self,
+        workload: &str,
+        lists: bool,
+        vs_prost: f64,
+        vs_touch: f64,
+        into_arrow: f64,
+    ) {
+        self.arrow_vs_prost.observe(workload, vs_prost);
         if lists {
-            self.list_vs_touch.observe(workload, into_arrow / touch);
+            self.list_vs_touch.observe(workload, vs_touch);
         }
         if workload.starts_with("NEOWISE") {
             self.neowise.observe(workload, into_arrow);
         }
     }
 
-    /// The JSON figures of one workload (MB/s).
-    pub fn json(&mut self, workload: &str, arrow_json: f64, sluice: f64) {
-        self.json_vs_arrow_json
-            .observe(workload, sluice / arrow_json);
+    /// The JSON figure of one workload: `append_json` over arrow-json (the median of the
+    /// rounds' ratios).
+    pub fn json(&mut self, workload: &str, vs_arrow_json: f64) {
+        self.json_vs_arrow_json.observe(workload, vs_arrow_json);
     }
 
     pub fn render(&self) -> String {

@@ -1,9 +1,12 @@
 //! Mode (c), "JSON into an Arrow RecordBatch": Sluice's `RecordBatchBuilder::append_json`
 //! against arrow-rs's own JSON decoder (`arrow_json::ReaderBuilder` with the same Arrow
 //! schema), on the same newline-delimited JSON rows: each workload's protobuf records
-//! rendered as JSON objects (field names as keys, enums by name, maps as objects).
+//! rendered as JSON objects (field names as keys, enums by name, maps as objects). Both read
+//! the same bytes: one text per batch, Sluice each row as a slice of it (as the pod reads
+//! the records of a request from its buffer).
 
 use std::hint::black_box;
+use std::ops::Range;
 
 use arrow_schema::SchemaRef;
 use prost_reflect::{DynamicMessage, Kind, MapKey, MessageDescriptor, ReflectMessage, Value};
@@ -25,9 +28,40 @@ pub fn rows(descriptor: &MessageDescriptor, records: &[Vec<u8>]) -> Option<Vec<S
         .collect()
 }
 
+/// One batch of [`batches`]: its rows joined by newlines, and where each row lies in it.
+pub struct Ndjson {
+    pub text: String,
+    pub rows: Vec<Range<usize>>,
+}
+
+impl Ndjson {
+    /// The batch's rows, each a slice of its text.
+    pub fn rows(&self) -> impl Iterator<Item = &str> {
+        self.rows
+            .iter()
+            .map(|range| self.text.get(range.clone()).unwrap_or_default())
+    }
+}
+
 /// The rows joined by newlines, one text per batch of [`batches`].
-pub fn ndjson_batches(rows: &[String]) -> Vec<String> {
-    batches(rows).map(|chunk| chunk.join("\n")).collect()
+pub fn ndjson_batches(rows: &[String]) -> Vec<Ndjson> {
+    batches(rows)
+        .map(|chunk| {
+            let mut batch = Ndjson {
+                text: String::with_capacity(chunk.iter().map(|row| row.len() + 1).sum()),
+                rows: Vec::with_capacity(chunk.len()),
+            };
+            for row in chunk {
+                if !batch.text.is_empty() {
+                    batch.text.push('\n');
+                }
+                let start = batch.text.len();
+                batch.text.push_str(row);
+                batch.rows.push(start..batch.text.len());
+            }
+            batch
+        })
+        .collect()
 }
 
 fn message_json(message: &DynamicMessage) -> Option<Json> {
@@ -90,12 +124,12 @@ fn value_json(value: &Value, kind: &Kind) -> Option<Json> {
 
 /// Sluice: `append_json` per row into `builder` (kept across passes, see
 /// [`arrow_peers::sluice`](crate::arrow_peers::sluice)), a batch finished at the end of
-/// each of [`batches`]; rows decoded (a rejected row counts a million, so a failing decoder
+/// each of `batches`; rows decoded (a rejected row counts a million, so a failing decoder
 /// cannot look fast).
-pub fn sluice(builder: &mut RecordBatchBuilder, rows: &[String]) -> usize {
+pub fn sluice(builder: &mut RecordBatchBuilder, batches: &[Ndjson]) -> usize {
     let mut count = 0;
-    for chunk in batches(rows) {
-        for row in chunk {
+    for batch in batches {
+        for row in batch.rows() {
             if builder.append_json(row).is_err() {
                 count += 1_000_000;
             }
@@ -108,10 +142,10 @@ pub fn sluice(builder: &mut RecordBatchBuilder, rows: &[String]) -> usize {
 /// arrow-json: `decoder` (one per workload, built with the same Arrow schema and
 /// [`BATCH_ROWS`], kept across passes like Sluice's builder) decodes each batch of
 /// newline-delimited rows and flushes it.
-pub fn arrow_json(decoder: &mut arrow_json::reader::Decoder, batches: &[String]) -> usize {
+pub fn arrow_json(decoder: &mut arrow_json::reader::Decoder, batches: &[Ndjson]) -> usize {
     let mut count = 0;
-    for text in batches {
-        if decoder.decode(text.as_bytes()).is_err() {
+    for batch in batches {
+        if decoder.decode(batch.text.as_bytes()).is_err() {
             return 0;
         }
         match decoder.flush() {

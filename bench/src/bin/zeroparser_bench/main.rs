@@ -19,9 +19,10 @@
 //!
 //! After the tables, the goals of issue 17 with each one's worst workload (`goals`).
 //!
-//! Single thread; each number is the median of several trials of at least one second of
-//! thread CPU time, in MB/s of input (10^6 bytes of protobuf, or of JSON text in (c), per
-//! CPU second).
+//! Single thread; each number is the median of several trials (default 31 of at least
+//! 100 ms) of thread CPU time, in MB/s of input (10^6 bytes of protobuf, or of JSON text in
+//! (c), per CPU second). The decoders of a mode run in rounds, one trial each per round (the order
+//! rotated), and every ratio is the median of the rounds' ratios (`sluice_bench::contest`).
 //!
 //! Usage: `zeroparser-bench [--trials N] [--min-trial-ms MS] [--records N] [--filter TEXT]
 //! [--only prost,reflect,official,sluice,reflect-arrow,sluice-arrow,arrow-json,sluice-json,
@@ -35,7 +36,6 @@ mod goals;
 mod json_peers;
 mod prost_types_gen;
 mod schema_of;
-mod timing;
 mod touch;
 mod workloads;
 
@@ -46,8 +46,8 @@ use databricks_zerobus_ingest_sdk::zeroparser::MessageRegistry;
 use sluice_bench::table::Table;
 use sluice_zeroparser::{AvroPlan, ProtoPlan, RecordBatchBuilder, TableSchema};
 
-use crate::timing::{median_mb_per_s, Plan};
 use crate::workloads::Workload;
+use sluice_bench::contest::{Contest, Plan};
 
 struct Args {
     plan: Plan,
@@ -69,8 +69,8 @@ impl Args {
 fn parse_args() -> anyhow::Result<Args> {
     let mut args = Args {
         plan: Plan {
-            trials: 5,
-            min_trial: Duration::from_secs(1),
+            trials: 31,
+            min_trial: Duration::from_millis(100),
         },
         records: 50_000,
         filter: None,
@@ -179,12 +179,16 @@ impl<'a> sluice_zeroparser::Visitor<'a> for NoVisit {
     fn end_message(&mut self) {}
 }
 
-/// [`median_mb_per_s`] if `decoder` is selected, else 0.
-fn measure(args: &Args, decoder: &str, bytes: usize, pass: impl FnMut()) -> f64 {
-    if args.runs(decoder) {
-        median_mb_per_s(args.plan, bytes, pass)
-    } else {
-        0.0
+/// Adds decoder `name` to `contest` if it is selected (one left out reads 0, its ratios NaN).
+fn enter<'a>(
+    args: &Args,
+    contest: &mut Contest<'a>,
+    name: &'static str,
+    bytes: usize,
+    pass: impl FnMut() + 'a,
+) {
+    if args.runs(name) {
+        contest.add(name, bytes, pass);
     }
 }
 
@@ -241,79 +245,89 @@ fn main() -> anyhow::Result<()> {
         let records = &workload.records;
         let bytes = workload.bytes();
         eprintln!("measuring {} ...", workload.name);
-        let prost = measure(&args, "prost", bytes, || {
+        let arrow_schema = c.schema.arrow_schema();
+        let mut builder = RecordBatchBuilder::new(&c.schema);
+        let mut contest = Contest::new(args.plan);
+        enter(&args, &mut contest, "prost", bytes, || {
             std::hint::black_box(touch::prost(workload.message, records));
         });
-        let reflect = measure(&args, "reflect", bytes, || {
+        enter(&args, &mut contest, "reflect", bytes, || {
             std::hint::black_box(touch::prost_reflect(&workload.descriptor, records));
         });
-        let official = measure(&args, "official", bytes, || {
+        enter(&args, &mut contest, "official", bytes, || {
             std::hint::black_box(touch::official(&c.registry, &c.official_fields, records));
         });
-        let sluice = measure(&args, "sluice", bytes, || {
+        enter(&args, &mut contest, "sluice", bytes, || {
             std::hint::black_box(touch::sluice(&c.plan, records));
         });
-        let size = format!("{:.0}", workload.mean_record_bytes());
-        touch_table.row(vec![
-            workload.name.into(),
-            size.clone(),
-            mb(prost),
-            mb(reflect),
-            mb(official),
-            mb(sluice),
-            format!("{:.2}×", sluice / official),
-        ]);
-        let arrow_schema = c.schema.arrow_schema();
-        let reflect_arrow = measure(&args, "reflect-arrow", bytes, || {
+        enter(&args, &mut contest, "reflect-arrow", bytes, || {
             std::hint::black_box(arrow_peers::prost_reflect(
                 &workload.descriptor,
                 &arrow_schema,
                 records,
             ));
         });
-        let mut builder = RecordBatchBuilder::new(&c.schema);
-        let sluice_arrow = measure(&args, "sluice-arrow", bytes, || {
+        enter(&args, &mut contest, "sluice-arrow", bytes, || {
             std::hint::black_box(arrow_peers::sluice(&mut builder, &c.plan, records));
         });
+        contest.run();
+        let sluice_arrow = contest.rate("sluice-arrow");
+        let size = format!("{:.0}", workload.mean_record_bytes());
+        touch_table.row(vec![
+            workload.name.into(),
+            size.clone(),
+            mb(contest.rate("prost")),
+            mb(contest.rate("reflect")),
+            mb(contest.rate("official")),
+            mb(contest.rate("sluice")),
+            format!("{:.2}×", contest.ratio("sluice", "official")),
+        ]);
+        let vs_prost = contest.ratio("sluice-arrow", "prost");
+        let vs_touch = contest.ratio("sluice-arrow", "sluice");
         let lists = workload.message == workloads::Message::TelemetryList;
-        goals.proto(workload.name, lists, prost, sluice_arrow, sluice);
+        goals.proto(workload.name, lists, vs_prost, vs_touch, sluice_arrow);
         arrow_table.row(vec![
             workload.name.into(),
             size,
-            mb(prost),
-            mb(reflect_arrow),
+            mb(contest.rate("prost")),
+            mb(contest.rate("reflect-arrow")),
             mb(sluice_arrow),
-            format!("{:.2}×", sluice_arrow / prost),
-            format!("{:.0} %", 100.0 * sluice_arrow / sluice),
-            format!("{:.2}×", sluice_arrow / reflect_arrow),
+            format!("{vs_prost:.2}×"),
+            format!("{:.0} %", 100.0 * vs_touch),
+            format!("{:.2}×", contest.ratio("sluice-arrow", "reflect-arrow")),
             format!(
                 "{:.2} M",
                 sluice_arrow * 1e6 / workload.mean_record_bytes() / 1e6
             ),
         ]);
+        drop(contest);
         if let Some(rows) = json_peers::rows(&workload.descriptor, records) {
             let batches = json_peers::ndjson_batches(&rows);
             let json_bytes: usize = rows.iter().map(String::len).sum();
             let mut decoder = json_peers::arrow_json_decoder(&arrow_schema)?;
-            if json_peers::sluice(&mut builder, &rows) != rows.len()
+            if json_peers::sluice(&mut builder, &batches) != rows.len()
                 || json_peers::arrow_json(&mut decoder, &batches) != rows.len()
             {
                 bail!("{}: a JSON decoder rejected a row", workload.name);
             }
-            let arrow_json = measure(&args, "arrow-json", json_bytes, || {
+            let mut contest = Contest::new(args.plan);
+            enter(&args, &mut contest, "arrow-json", json_bytes, || {
                 std::hint::black_box(json_peers::arrow_json(&mut decoder, &batches));
             });
-            let sluice_json = measure(&args, "sluice-json", json_bytes, || {
-                std::hint::black_box(json_peers::sluice(&mut builder, &rows));
+            enter(&args, &mut contest, "sluice-json", json_bytes, || {
+                std::hint::black_box(json_peers::sluice(&mut builder, &batches));
             });
-            goals.json(workload.name, arrow_json, sluice_json);
+            contest.run();
+            let vs_arrow_json = contest.ratio("sluice-json", "arrow-json");
+            goals.json(workload.name, vs_arrow_json);
             json_table.row(vec![
                 workload.name.into(),
                 format!("{:.0}", json_bytes as f64 / rows.len().max(1) as f64),
-                mb(arrow_json),
-                mb(sluice_json),
-                format!("{:.2}×", sluice_json / arrow_json),
+                mb(contest.rate("arrow-json")),
+                mb(contest.rate("sluice-json")),
+                format!("{vs_arrow_json:.2}×"),
             ]);
+            drop(contest);
             if let Some(avro) = avro_peers::rows(&c.schema, &rows) {
                 let plan = AvroPlan::compile(&avro.schema_json, &c.schema, false)
                     .with_context(|| format!("{}: Avro schema", workload.name))?;
@@ -324,12 +338,17 @@ fn main() -> anyhow::Result<()> {
                 {
                     bail!("{}: an Avro decoder rejected a datum", workload.name);
                 }
-                let apache = measure(&args, "apache-avro", avro_bytes, || {
+                let mut contest = Contest::new(args.plan);
+                enter(&args, &mut contest, "apache-avro", avro_bytes, || {
                     std::hint::black_box(avro_peers::apache(&avro.schema, datums));
                 });
-                let sluice_avro = measure(&args, "sluice-avro", avro_bytes, || {
+                enter(&args, &mut contest, "sluice-avro", avro_bytes, || {
                     std::hint::black_box(avro_peers::sluice(&mut builder, &plan, datums));
                 });
+                contest.run();
+                let (apache, sluice_avro) =
+                    (contest.rate("apache-avro"), contest.rate("sluice-avro"));
+                drop(contest);
                 let per_row = avro_bytes as f64 / datums.len().max(1) as f64;
                 let avro_rows = sluice_avro * 1e6 / per_row;
                 let proto_rows = sluice_arrow * 1e6 / workload.mean_record_bytes();
@@ -348,7 +367,9 @@ fn main() -> anyhow::Result<()> {
     println!(
         "zeroparser-bench: {} records per workload, single thread, median of {} trials of \
          >= {:?} thread CPU time each (CPU time, not wall time: this machine has {} cores \
-         shared with other builds). MB/s = 10^6 bytes of protobuf input per CPU second.\n",
+         shared with other builds). MB/s = 10^6 bytes of protobuf input per CPU second. The \
+         decoders of a mode run in rounds of one trial each (order rotated per round); a \
+         ratio is the median of the rounds' ratios.\n",
         args.records,
         args.plan.trials,
         args.plan.min_trial,
