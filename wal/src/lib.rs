@@ -42,10 +42,12 @@
 //! | `writer` | the group-commit thread |
 //! | `reader` | reading frames back for replay |
 //! | `state` | state shared by the handles and the writer thread |
+//! | `durable` | publishing the durable state, waking the tasks waiting for an LSN |
 //! | `identity` | the stable log id in `{dir}/wal-id` |
 //! | `wal` | the public [`Wal`] handle |
 //! | `options`, `error` | configuration, [`WalError`] |
 
+mod durable;
 pub mod env;
 mod error;
 mod format;
@@ -63,6 +65,7 @@ mod sync;
 mod wal;
 mod writer;
 
+pub use durable::{durable_channel, DurablePublisher, DurableWatch, Reached, Stopped};
 pub use error::{Result, WalError};
 pub use fs::{lock_dir, DIR_MODE, FILE_MODE};
 pub use lsn::Lsn;

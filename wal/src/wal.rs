@@ -15,6 +15,7 @@ use std::thread::JoinHandle;
 use crossbeam_channel::Sender;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
+use crate::durable::{durable_channel, DurableWatch};
 use crate::env::{DefaultFileSystem, FileSystem};
 use crate::error::{Result, WalError};
 use crate::format::{frame_len, is_end_marker_frame};
@@ -65,8 +66,8 @@ struct Inner {
     dir: PathBuf,
     id: String,
     shared: Arc<Shared>,
-    /// A receiver kept only to read the latest state and to clone for subscribers.
-    state: watch::Receiver<DurableState>,
+    /// The published state: read, cloned for subscribers, waited on by LSN.
+    state: DurableWatch,
     enqueue: Mutex<Enqueue>,
     writer: Mutex<Option<JoinHandle<()>>>,
     /// Permits of the queue semaphore: the most one reservation can take.
@@ -131,7 +132,7 @@ impl Wal {
             .min(u32::MAX as usize)
             .min(Semaphore::MAX_PERMITS);
         let shared = Arc::new(Shared::new(segments, max_permits));
-        let (state_tx, state_rx) = watch::channel(DurableState {
+        let (state_tx, state_rx) = durable_channel(DurableState {
             durable: end,
             failed: None,
         });
@@ -275,19 +276,20 @@ impl Wal {
 
     /// A receiver of [`DurableState`], updated once per written batch.
     pub fn subscribe(&self) -> watch::Receiver<DurableState> {
+        self.inner.state.receiver()
+    }
+
+    /// A [`DurableWatch`] on the log: the state, and waits for an LSN that wake only when
+    /// it is durable (not at every batch, as a [`subscribe`](Self::subscribe)r is).
+    pub fn durable_watch(&self) -> DurableWatch {
         self.inner.state.clone()
     }
 
     /// Returns once `durable_lsn() >= lsn`; fails if the log fails or closes first.
     pub async fn wait_durable(&self, lsn: Lsn) -> Result<()> {
-        let mut rx = self.inner.state.clone();
-        let waited = rx
-            .wait_for(|s| s.durable >= lsn || s.failed.is_some())
-            .await
-            .map(|state| state.durable >= lsn);
-        // On Err the writer has exited; its last publication is final.
-        let reached = waited.unwrap_or_else(|_| rx.borrow().durable >= lsn);
-        if reached {
+        // On `Stopped` the writer has exited; its last publication is final.
+        let _ = self.inner.state.reached(lsn).await;
+        if self.inner.state.borrow().durable >= lsn {
             Ok(())
         } else {
             Err(self.inner.stopped_error())

@@ -44,8 +44,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use tokio::sync::{watch, OwnedSemaphorePermit};
+use tokio::sync::OwnedSemaphorePermit;
 
+use crate::durable::DurablePublisher;
 use crate::env::FileSystem;
 use crate::error::{Result, WalError};
 use crate::format::{
@@ -89,7 +90,7 @@ pub(crate) struct Writer {
     pub env: Arc<dyn FileSystem>,
     pub dir: PathBuf,
     pub rx: Receiver<Command>,
-    pub state: watch::Sender<DurableState>,
+    pub state: DurablePublisher,
     pub shared: Arc<Shared>,
     pub active: ActiveSegment,
     pub next_segment_id: u64,
@@ -234,7 +235,7 @@ impl Writer {
         match written {
             Ok(()) => {
                 let durable = self.active.next_lsn();
-                self.state.send_replace(DurableState {
+                self.state.publish(DurableState {
                     durable,
                     failed: None,
                 });
@@ -386,7 +387,7 @@ impl Writer {
         match self.sync() {
             Ok(()) => {
                 let durable = self.active.next_lsn();
-                self.state.send_if_modified(|s| {
+                self.state.modify(|s| {
                     let changed = s.durable != durable;
                     s.durable = durable;
                     changed
@@ -409,7 +410,10 @@ impl Writer {
         let message: Arc<str> = failure.message().into();
         // Only the writer sets the failure, and only once: it never writes again after it.
         let _ = self.shared.failure.set(failure);
-        self.state.send_modify(|s| s.failed = Some(message));
+        self.state.modify(|s| {
+            s.failed = Some(message);
+            true
+        });
         self.shared.queue.close();
     }
 }

@@ -70,7 +70,7 @@ pub async fn run_put(
             return;
         }
     };
-    let mut acks = Acks::new(tx, pod.wal.subscribe()).for_table(stream.sink.name());
+    let mut acks = Acks::new(tx, pod.wal.durable_watch()).for_table(stream.sink.name());
     let stream_id = crate::sink::system_columns::stream_id(stream.key);
     tracing::info!(%stream_id, table = stream.sink.name(), "arrow flight stream opened");
     metrics::gauge!("sluice_streams_open").increment(1.0);

@@ -10,8 +10,8 @@ use std::time::Instant;
 use sluice_proto::{
     ephemeral_stream_response, CloseStreamSignal, EphemeralStreamResponse, IngestRecordResponse,
 };
-use sluice_wal::{DurableState, Lsn, WalError};
-use tokio::sync::{mpsc, watch};
+use sluice_wal::{DurableWatch, Lsn, WalError};
+use tokio::sync::mpsc;
 use tonic::Status;
 
 use crate::error::ServerError;
@@ -113,7 +113,7 @@ pub async fn refuse_open<R>(tx: &mpsc::Sender<Result<R, Status>>, error: ServerE
 /// One stream's logged-but-unacked frames and its response channel.
 pub struct Acks<R: AckWire = EphemeralStreamResponse> {
     tx: mpsc::Sender<Result<R, Status>>,
-    durable: watch::Receiver<DurableState>,
+    durable: DurableWatch,
     /// `(frame end LSN, last offset in the frame, record bytes, rows logged up to and
     /// including the frame)`, oldest first.
     pending: VecDeque<(Lsn, i64, usize, u64)>,
@@ -131,10 +131,7 @@ pub struct Acks<R: AckWire = EphemeralStreamResponse> {
 
 impl<R: AckWire> Acks<R> {
     /// An empty ledger answering on `tx` as `durable` (the WAL's) moves.
-    pub fn new(
-        tx: mpsc::Sender<Result<R, Status>>,
-        durable: watch::Receiver<DurableState>,
-    ) -> Self {
+    pub fn new(tx: mpsc::Sender<Result<R, Status>>, durable: DurableWatch) -> Self {
         Acks {
             tx,
             durable,
@@ -199,20 +196,16 @@ impl<R: AckWire> Acks<R> {
     /// stream of the pod (with 50 000 streams open, that wake-up herd was most of the
     /// pod's CPU). An idle stream learns of a stopped WAL from the pod's `wal_stopped`
     /// token instead (`signals`), and ends with [`wal_stopped`](Self::wal_stopped).
-    /// An fsync that leaves the frame pending still wakes the stream, but the wait goes on
-    /// inside this future instead of ending the stream's `select!` with nothing to ack.
+    /// The wait is [`DurableWatch::reached`]: the WAL wakes the stream only once an fsync
+    /// covers the frame, not at an fsync of a batch before it.
     pub async fn pending_durable_changed(&mut self) -> Result<(), End> {
         let Some(&(oldest, ..)) = self.pending.front() else {
             return std::future::pending().await;
         };
-        match self
-            .durable
-            .wait_for(|state| state.durable >= oldest || state.failed.is_some())
+        self.durable
+            .reached(oldest)
             .await
-        {
-            Ok(_) => Ok(()),
-            Err(_) => Err(End::Failed(Status::unavailable("write-ahead log stopped"))),
-        }
+            .map_err(|_| End::Failed(Status::unavailable("write-ahead log stopped")))
     }
 
     /// How a stream with nothing to ack ends when the WAL stopped: the status of a
@@ -308,6 +301,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+    use sluice_wal::{durable_channel, DurablePublisher, DurableState};
 
     type Rx = mpsc::Receiver<Result<EphemeralStreamResponse, Status>>;
 
@@ -318,9 +312,9 @@ mod tests {
         }
     }
 
-    fn ledger() -> (Acks, watch::Sender<DurableState>, Rx) {
+    fn ledger() -> (Acks, DurablePublisher, Rx) {
         let (tx, rx) = mpsc::channel(16);
-        let (wal, durable) = watch::channel(durable_at(0));
+        let (wal, durable) = durable_channel(durable_at(0));
         (Acks::new(tx, durable), wal, rx)
     }
 
@@ -343,13 +337,13 @@ mod tests {
         assert_eq!(acks.inflight_bytes(), 157);
         assert!(acks.send_durable().await.is_ok());
         assert!(rx.try_recv().is_err(), "nothing durable, nothing acked");
-        wal.send_replace(durable_at(25));
+        wal.publish(durable_at(25));
         assert!(acks.send_durable().await.is_ok());
         assert_eq!(acked(rx.try_recv().ok()), Some(9));
         assert!(rx.try_recv().is_err(), "one ack for both frames");
         assert_eq!(acks.inflight_bytes(), 7);
         assert!(!acks.is_empty());
-        wal.send_replace(durable_at(30));
+        wal.publish(durable_at(30));
         assert!(acks.send_durable().await.is_ok());
         assert_eq!(acked(rx.try_recv().ok()), Some(12));
         assert!(acks.is_empty());
@@ -361,7 +355,7 @@ mod tests {
         use futures::FutureExt;
         let (mut acks, wal, mut rx) = ledger();
         assert!(acks.send_durable().await.is_ok());
-        wal.send_replace(durable_at(5));
+        wal.publish(durable_at(5));
         assert!(
             acks.pending_durable_changed().now_or_never().is_none(),
             "an empty ledger waits on no fsync"
@@ -372,12 +366,12 @@ mod tests {
             acks.pending_durable_changed().now_or_never().is_none(),
             "the durable state moved, but not to the oldest frame"
         );
-        wal.send_replace(durable_at(9));
+        wal.publish(durable_at(9));
         assert!(
             acks.pending_durable_changed().now_or_never().is_none(),
             "an fsync short of the oldest frame keeps the wait going"
         );
-        wal.send_replace(durable_at(10));
+        wal.publish(durable_at(10));
         assert!(matches!(
             acks.pending_durable_changed().now_or_never(),
             Some(Ok(()))
@@ -386,7 +380,7 @@ mod tests {
         assert_eq!(acked(rx.try_recv().ok()), Some(0));
         assert!(acks.pending_durable_changed().now_or_never().is_none());
         // A failed WAL ends the wait; the ledger's next step reports it.
-        wal.send_replace(DurableState {
+        wal.publish(DurableState {
             durable: 10,
             failed: Some("EIO".into()),
         });
@@ -410,7 +404,7 @@ mod tests {
         use futures::FutureExt;
         let (mut acks, wal, _rx) = ledger();
         assert!(acks.send_durable().await.is_ok());
-        wal.send_replace(DurableState {
+        wal.publish(DurableState {
             durable: 0,
             failed: Some("EIO".into()),
         });
@@ -440,7 +434,7 @@ mod tests {
     async fn a_failed_wal_fails_the_stream_unavailable() {
         let (mut acks, wal, mut rx) = ledger();
         acks.logged(10, 0, 1);
-        wal.send_replace(DurableState {
+        wal.publish(DurableState {
             durable: 10,
             failed: Some(Arc::from("disk gone")),
         });
@@ -460,7 +454,7 @@ mod tests {
         acks.logged(10, 3, 1);
         let durable_later = tokio::spawn(async move {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-            wal.send_replace(durable_at(10));
+            wal.publish(durable_at(10));
             wal
         });
         acks.finish(End::Failed(Status::invalid_argument("bad")))

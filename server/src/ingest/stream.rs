@@ -111,7 +111,7 @@ pub async fn serve_opened(
     table_streams.increment(1.0);
     let mut state = StreamState {
         pod,
-        acks: Acks::new(tx, pod.wal.subscribe()).for_table(opened.sink.name()),
+        acks: Acks::new(tx, pod.wal.durable_watch()).for_table(opened.sink.name()),
         opened,
         slot,
         attached,
