@@ -271,11 +271,9 @@ async fn main() -> Result<()> {
     sluice_bench::server::require_binary(&opts.sluice)?;
     println!(
         "Sluice fleet benchmark: sluice-sdk streams of ~200-byte protobuf records, open loop, \
-         flush interval {}, {} cores",
+         flush interval {}, {}",
         opts.flush_interval,
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
+        sluice_bench::host::describe()
     );
     let mut a = active(&opts).await?;
     let mut table = Table::new(&[

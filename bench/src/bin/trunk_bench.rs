@@ -373,13 +373,11 @@ async fn main() -> Result<()> {
     sluice_bench::server::require_binary(&opts.sluice)?;
     println!(
         "Sluice trunk benchmark: official Rust SDK 2.12.0, protobuf records, \
-         {} s per scenario, flush interval {}, max {} in-flight records per stream, {} cores",
+         {} s per scenario, flush interval {}, max {} in-flight records per stream, {}",
         opts.seconds,
         opts.flush_interval,
         opts.max_inflight,
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
+        sluice_bench::host::describe()
     );
     println!(
         "pod CPU s/GB and producer CPU s/GB: utime + stime from /proc over the run (first send \

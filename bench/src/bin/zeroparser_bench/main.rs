@@ -366,14 +366,14 @@ fn main() -> anyhow::Result<()> {
     }
     println!(
         "zeroparser-bench: {} records per workload, single thread, median of {} trials of \
-         >= {:?} thread CPU time each (CPU time, not wall time: this machine has {} cores \
+         >= {:?} thread CPU time each (CPU time, not wall time: this machine, {}, is \
          shared with other builds). MB/s = 10^6 bytes of protobuf input per CPU second. The \
          decoders of a mode run in rounds of one trial each (order rotated per round); a \
          ratio is the median of the rounds' ratios.\n",
         args.records,
         args.plan.trials,
         args.plan.min_trial,
-        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        sluice_bench::host::describe(),
     );
     println!("Mode (a): parse and touch every field once\n");
     println!("{}", touch_table.render());
