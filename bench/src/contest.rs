@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use crate::stats::Samples;
+
 /// CPU time consumed by the calling thread so far.
 pub fn thread_cpu_time() -> Duration {
     let mut ts = libc::timespec {
@@ -42,12 +44,6 @@ fn trial(min_trial: Duration, bytes_per_pass: usize, pass: &mut dyn FnMut()) -> 
         }
     };
     (passes as f64 * bytes_per_pass as f64) / elapsed.as_secs_f64() / 1e6
-}
-
-/// The median of `values` (NaN if there are none).
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 /// One decoder of a contest.
@@ -114,14 +110,21 @@ impl<'a> Contest<'a> {
 
     /// The median MB/s of decoder `name`; 0 if it was not in the contest.
     pub fn rate(&self, name: &str) -> f64 {
-        self.rates(name).map_or(0.0, |rates| median(rates.to_vec()))
+        self.rates(name).map_or(0.0, |rates| {
+            rates.iter().copied().collect::<Samples>().median()
+        })
     }
 
     /// The median over the rounds of `a`'s rate over `b`'s in the same round; NaN if either
     /// was not in the contest.
     pub fn ratio(&self, a: &str, b: &str) -> f64 {
         match (self.rates(a), self.rates(b)) {
-            (Some(a), Some(b)) => median(a.iter().zip(b).map(|(a, b)| a / b).collect()),
+            (Some(a), Some(b)) => a
+                .iter()
+                .zip(b)
+                .map(|(a, b)| a / b)
+                .collect::<Samples>()
+                .median(),
             _ => f64::NAN,
         }
     }
@@ -129,7 +132,7 @@ impl<'a> Contest<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::{median, Contest, Plan};
+    use super::{Contest, Plan};
     use std::time::Duration;
 
     fn contest<'a>(trials: usize, min_trial_ms: u64) -> Contest<'a> {
@@ -181,6 +184,5 @@ mod tests {
         assert_eq!(contest.ratio("x", "y"), 2.0);
         assert_eq!(contest.rate("x"), 180.0);
         assert_eq!(contest.rate("y"), 100.0);
-        assert!(median(Vec::new()).is_nan());
     }
 }

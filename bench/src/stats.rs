@@ -61,6 +61,15 @@ impl Samples {
     }
 }
 
+impl FromIterator<f64> for Samples {
+    fn from_iter<I: IntoIterator<Item = f64>>(values: I) -> Self {
+        Samples {
+            values: values.into_iter().collect(),
+            sorted: false,
+        }
+    }
+}
+
 /// A stretch of time in which latency samples stayed over a threshold: what sets a tail
 /// when many requests wait on one stall of the server.
 #[derive(Clone, Debug, PartialEq)]
@@ -119,6 +128,9 @@ mod tests {
         assert_eq!(s.quantile(0.99), 5.0);
         assert_eq!(s.quantile(0.0), 1.0);
         assert!(Samples::new().median().is_nan());
+        let mut collected: Samples = [3.0, 1.0, 2.0].into_iter().collect();
+        assert_eq!(collected.median(), 2.0);
+        assert!(std::iter::empty().collect::<Samples>().median().is_nan());
     }
 
     #[test]

@@ -143,17 +143,20 @@ impl DurablePublisher {
     /// Changes the state with `change` (which returns whether it changed anything; if not,
     /// nobody is told).
     pub fn modify(&self, change: impl FnOnce(&mut DurableState) -> bool) {
-        if !self.tx.send_if_modified(change) {
-            return;
-        }
-        let (durable, failed) = {
-            let state = self.tx.borrow();
-            (state.durable, state.failed.is_some())
-        };
-        if failed {
-            self.waiters.wake_all(false);
-        } else {
-            self.waiters.wake_through(durable);
+        // What the new state wakes, noted while the channel's lock is held (and woken once
+        // it is released: the state is visible first).
+        let mut woken = None;
+        self.tx.send_if_modified(|state| {
+            let changed = change(state);
+            if changed {
+                woken = Some((state.durable, state.failed.is_some()));
+            }
+            changed
+        });
+        match woken {
+            None => {}
+            Some((_, true)) => self.waiters.wake_all(false),
+            Some((durable, false)) => self.waiters.wake_through(durable),
         }
     }
 }
@@ -354,7 +357,7 @@ mod tests {
     }
 
     #[test]
-    fn a_publication_that_changes_nothing_wakes_nobody() {
+    fn a_publication_that_changes_nothing_is_not_sent() {
         let (publisher, watch) = durable_channel(at(3));
         let mut rx = watch.receiver();
         rx.borrow_and_update();

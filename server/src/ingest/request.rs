@@ -326,6 +326,15 @@ impl std::ops::AddAssign for RequestSize {
     }
 }
 
+impl std::iter::Sum for RequestSize {
+    fn sum<I: Iterator<Item = RequestSize>>(sizes: I) -> RequestSize {
+        sizes.fold(RequestSize::default(), |mut all, size| {
+            all += size;
+            all
+        })
+    }
+}
+
 /// How many records `request` carries, and their bytes, in any format.
 pub fn request_size(request: &EphemeralStreamRequest) -> RequestSize {
     use ephemeral_stream_request::Payload;
@@ -722,6 +731,12 @@ mod tests {
         assert_eq!(
             request_size(&EphemeralStreamRequest { payload: None }),
             size(0, 0)
+        );
+        // A run's size is the sum of its requests'.
+        let run = [json(Some(0), "12345"), json_batch(1, &["12", "345"])];
+        assert_eq!(
+            run.iter().map(request_size).sum::<RequestSize>(),
+            size(3, 10)
         );
     }
 }

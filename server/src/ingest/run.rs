@@ -114,13 +114,9 @@ pub async fn process_run(
         match process_part(pod, stream, slot, acks, run).await? {
             None => return Ok(()),
             Some(rest) => {
-                let mut size = RequestSize::default();
-                for request in &rest {
-                    size += request_size(request);
-                }
                 run = Run {
+                    size: rest.iter().map(request_size).sum(),
                     requests: rest,
-                    size,
                 };
             }
         }

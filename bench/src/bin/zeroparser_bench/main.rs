@@ -21,8 +21,9 @@
 //!
 //! Single thread; each number is the median of several trials (default 31 of at least
 //! 100 ms) of thread CPU time, in MB/s of input (10^6 bytes of protobuf, or of JSON text in
-//! (c), per CPU second). The decoders of a mode run in rounds, one trial each per round (the order
-//! rotated), and every ratio is the median of the rounds' ratios (`sluice_bench::contest`).
+//! (c), per CPU second). The decoders of a mode run in rounds, one trial each per round
+//! (the order rotated), and every ratio is the median of the rounds' ratios
+//! (`sluice_bench::contest`).
 //!
 //! Usage: `zeroparser-bench [--trials N] [--min-trial-ms MS] [--records N] [--filter TEXT]
 //! [--only prost,reflect,official,sluice,reflect-arrow,sluice-arrow,arrow-json,sluice-json,
@@ -43,11 +44,11 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use databricks_zerobus_ingest_sdk::zeroparser::MessageRegistry;
+use sluice_bench::contest::{Contest, Plan};
 use sluice_bench::table::Table;
 use sluice_zeroparser::{AvroPlan, ProtoPlan, RecordBatchBuilder, TableSchema};
 
 use crate::workloads::Workload;
-use sluice_bench::contest::{Contest, Plan};
 
 struct Args {
     plan: Plan,
