@@ -11,6 +11,10 @@
 //! from `/proc/PID/stat`, from the first send until the last commit is visible) and the
 //! producer's (this process), since both share the machine's cores.
 //!
+//! `stored B/row`: the bytes of the Parquet files the flushes added (each file's size on
+//! disk, read by the freshness poller) per row they hold, so a change of the file layout
+//! shows beside its CPU.
+//!
 //! Open loop (`--open-loop 0.5`): after each closed-loop scenario, the same scenario again with
 //! every stream sending on a fixed schedule at that fraction of the closed-loop rate. Its ack
 //! latency runs from the time a record was due, so waiting for in-flight room counts; its
@@ -135,6 +139,9 @@ struct ScenarioResult {
     /// Open loop: due → the SDK took the record.
     enqueue_ms: Samples,
     fresh_ms: Samples,
+    /// The flush files' bytes on disk and rows (the poller's `Visibility`).
+    file_bytes: u64,
+    file_rows: u64,
     /// Every acked byte, window or not (for CPU per GB).
     acked_bytes: u64,
     pod_cpu: f64,
@@ -252,7 +259,11 @@ async fn run_scenario(opts: &Options, sc: Scenario) -> Result<ScenarioResult> {
     // Give the reader time to see the last commit (flush interval + commit).
     tokio::time::sleep(Duration::from_secs(3)).await;
     stop_polling.store(true, Ordering::Relaxed);
-    let seen = poller
+    let Visibility {
+        seen,
+        file_bytes,
+        file_rows,
+    } = poller
         .join()
         .map_err(|_| anyhow::anyhow!("the visibility poller panicked"))??;
     let pod_cpu = cpu_seconds(server.pid())? - pod_cpu0;
@@ -286,26 +297,37 @@ async fn run_scenario(opts: &Options, sc: Scenario) -> Result<ScenarioResult> {
         ack_ms,
         enqueue_ms,
         fresh_ms,
+        file_bytes,
+        file_rows,
         acked_bytes: all_acked * record_bytes,
         pod_cpu,
         producer_cpu,
     })
 }
 
+/// What the visibility poller saw: id → visible time (ns since the start), and the files
+/// that brought those rows (bytes on disk, rows).
+struct Visibility {
+    seen: std::collections::HashMap<i64, u64>,
+    file_bytes: u64,
+    file_rows: u64,
+}
+
 /// Polls the Delta table as fast as it can; for every new version, reads the
 /// ids of the files it added and notes when they became visible (ns since
-/// `start`). Returns id → visible time.
+/// `start`), and counts those files' bytes and rows.
 async fn poll_visibility(
     location: String,
     start: Instant,
     stop: Arc<AtomicBool>,
-) -> Result<std::collections::HashMap<i64, u64>> {
+) -> Result<Visibility> {
     let url = url::Url::parse(&location)?;
     let dir = url
         .to_file_path()
         .map_err(|_| anyhow::anyhow!("{location} is not a local table"))?;
     let mut table = deltalake::open_table(url).await?;
     let mut seen = std::collections::HashMap::new();
+    let (mut file_bytes, mut file_rows) = (0u64, 0u64);
     while !stop.load(Ordering::Relaxed) {
         let before = table.version().map_or(-1, |v| v as i64);
         table.update_incremental(None).await?;
@@ -316,7 +338,10 @@ async fn poll_visibility(
             // cost a long read of rows already seen, and delay seeing the next commits.
             for version in before + 1..=after {
                 for file in sluice_bench::freshness::data_files_of_version(&dir, version)? {
-                    for id in sluice_bench::freshness::ids_of(&file)? {
+                    let ids = sluice_bench::freshness::ids_of(&file)?;
+                    file_bytes += std::fs::metadata(&file)?.len();
+                    file_rows += ids.len() as u64;
+                    for id in ids {
                         seen.entry(id).or_insert(now);
                     }
                 }
@@ -325,7 +350,11 @@ async fn poll_visibility(
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
-    Ok(seen)
+    Ok(Visibility {
+        seen,
+        file_bytes,
+        file_rows,
+    })
 }
 
 /// The scenarios of a run: every stream count × every shape, each followed by its open-loop
@@ -364,6 +393,11 @@ fn row(table: &mut Table, sc: Scenario, r: &mut ScenarioResult) {
         format!("{:.0}", r.fresh_ms.median()),
         format!("{:.0}", r.fresh_ms.quantile(0.99)),
         r.fresh_ms.len().to_string(),
+        if r.file_rows == 0 {
+            "—".into()
+        } else {
+            format!("{:.2}", r.file_bytes as f64 / r.file_rows as f64)
+        },
     ]);
 }
 
@@ -397,6 +431,7 @@ async fn main() -> Result<()> {
         "fresh p50 ms",
         "fresh p99 ms",
         "fresh samples",
+        "stored B/row",
     ]);
     for &streams in &opts.streams {
         for shape in shapes(&opts) {
