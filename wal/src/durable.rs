@@ -111,7 +111,8 @@ pub struct DurablePublisher {
     waiters: Arc<Waiters>,
 }
 
-/// A handle on the published state: read it, watch every change, or wait for an LSN.
+/// A handle on the published state: read it, wait for an LSN, or take a receiver of every
+/// change.
 #[derive(Clone)]
 pub struct DurableWatch {
     rx: watch::Receiver<DurableState>,
@@ -171,16 +172,6 @@ impl DurableWatch {
     /// The latest state.
     pub fn borrow(&self) -> watch::Ref<'_, DurableState> {
         self.rx.borrow()
-    }
-
-    /// The latest state, marked seen (for [`changed`](Self::changed)).
-    pub fn borrow_and_update(&mut self) -> watch::Ref<'_, DurableState> {
-        self.rx.borrow_and_update()
-    }
-
-    /// Waits for a state not yet seen; [`Stopped`] once the publisher is gone.
-    pub async fn changed(&mut self) -> Result<(), Stopped> {
-        self.rx.changed().await.map_err(|_| Stopped)
     }
 
     /// A receiver of every change, for whoever watches them all.

@@ -182,14 +182,6 @@ impl<R: AckWire> Acks<R> {
         self.pending.is_empty()
     }
 
-    /// Waits until the WAL's durable state changes.
-    pub async fn durable_changed(&mut self) -> Result<(), End> {
-        self.durable
-            .changed()
-            .await
-            .map_err(|_| End::Failed(Status::unavailable("write-ahead log stopped")))
-    }
-
     /// Waits until the oldest logged frame awaiting its ack is durable (or the WAL failed);
     /// never while the ledger is empty. Every WAL fsync changes the durable state, so a
     /// stream with nothing to ack must not wait on it: each fsync would wake every open
@@ -224,7 +216,7 @@ impl<R: AckWire> Acks<R> {
 
     /// Sends one cumulative ack for everything now durable.
     pub async fn send_durable(&mut self) -> Result<(), End> {
-        let state = self.durable.borrow_and_update().clone();
+        let state = self.durable.borrow().clone();
         if let Some(reason) = state.failed {
             return Err(End::Failed(Status::unavailable(format!(
                 "write-ahead log failed on this pod ({reason}); records not acked must be resent"
@@ -259,7 +251,8 @@ impl<R: AckWire> Acks<R> {
             if self.pending.is_empty() {
                 break;
             }
-            self.durable_changed().await?;
+            // Woken once the oldest frame is durable, not at every fsync before it.
+            self.pending_durable_changed().await?;
         }
         Ok(())
     }
