@@ -50,7 +50,7 @@ impl Fixture {
         let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
         let batch =
             RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(ids))]).expect("batch");
-        let adds = crate::sink::write_files(&table, &[batch])
+        let adds = crate::sink::write_files(&table, [Ok(batch)])
             .await
             .expect("write");
         HandOff {

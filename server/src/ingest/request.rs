@@ -89,6 +89,16 @@ impl RequestParser {
         }
     }
 
+    /// Whether [`check`](Self::check) costs less than [`parse`](Self::parse): protobuf
+    /// records into a flat builder are checked without writing any column
+    /// (`RecordBatchBuilder::checks_proto_without_appending`). Every run of such a stream
+    /// goes to the memtable as its records (`sink::deferred`); any other record would be
+    /// parsed twice that way.
+    pub fn checks_cheaply(&self) -> bool {
+        matches!(self.plan.as_ref(), RecordPlan::Proto(_))
+            && self.builder.checks_proto_without_appending()
+    }
+
     /// Whether the stream sends JSON records.
     pub fn is_json(&self) -> bool {
         self.format == RecordFormat::Json

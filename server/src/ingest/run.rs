@@ -1,6 +1,8 @@
 //! One run of a stream's requests (those already waiting in the HTTP/2
-//! buffer, taken together): parsed into one Arrow batch and one WAL frame,
-//! then, once the table's memtable has room and the principal's pace allows,
+//! buffer, taken together): checked, and parsed into one Arrow batch — or
+//! kept as its records, parsed at the flush (`sink::deferred`: small runs,
+//! and every run a check can clear without writing columns) — and one WAL
+//! frame, then, once the table's memtable has room and the principal's pace allows,
 //! logged and appended through the table's sink and entered in the ack
 //! ledger. If a request in the run is bad, the valid requests before it are
 //! still logged (and acked), then the run fails with the bad request's error.
@@ -148,7 +150,10 @@ async fn process_part(
     // records then write none of the builder's columns. For 5 000 streams of one-request
     // runs, the reserve's visit of every (cache-cold) column was in 1.5 % of the pod's
     // samples, and writing a record into those columns and clearing them in 4.2 %.
-    let check_only = size.records <= deferred::MAX_RECORDS;
+    // Where the check writes nothing (`checks_cheaply`), every run goes on as its records:
+    // the flush then parses them into batches of `commit::WRITE_ROWS` rows, with no batch
+    // per run to finish, concatenate and free (`sink::deferred`).
+    let check_only = size.records <= deferred::MAX_RECORDS || stream.parser.checks_cheaply();
     if !check_only {
         stream.parser.reserve(size.records, size.bytes);
     }
@@ -186,9 +191,10 @@ async fn process_part(
             }
         }
     }
-    // A small run goes on as its records, parsed again at the flush (`sink::deferred`):
-    // the builder only checked them. A larger one becomes a batch now.
-    let batch = if rows_ok <= deferred::MAX_RECORDS {
+    // A checked run goes on as its records, parsed again at the flush (`sink::deferred`),
+    // as does a parsed one that kept no more than a small run's rows. A larger one becomes
+    // a batch now.
+    let batch = if check_only || rows_ok <= deferred::MAX_RECORDS {
         stream.parser.discard();
         None
     } else {

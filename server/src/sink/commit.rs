@@ -63,27 +63,34 @@ pub const WRITE_ROWS: usize = 8192;
 pub const WRITE_BYTES: usize = 4 << 20;
 
 /// Writes `batches` as Parquet files under `table` without committing them;
-/// returns their Add actions (for a hand-off to the table's committer).
+/// returns their Add actions (for a hand-off to the table's committer). The
+/// batches are taken one at a time (a flush's are made as they are taken:
+/// `deferred::batches`); the first error ends the write.
 ///
-/// A flush holds a few thousand small batches (one per run, ~120 rows at
-/// 200-byte records). They are never concatenated into one batch: that copy
+/// A flush holds a few thousand small batches when its runs came as batches
+/// (one per run, ~120 rows at 200-byte records). They are never concatenated into one batch: that copy
 /// was a tenth of the pod's perf samples at 200-byte records, most of it
 /// faulting in the fresh pages of column buffers too large for glibc to
 /// reuse. Nor are they handed to the writer one by one: its cost per call and
 /// column made 100-column rows dearer (5.52–6.18 s of pod CPU per GB against
 /// 4.67–4.99 in trunk-bench). Consecutive batches
 /// are concatenated into groups of [`WRITE_ROWS`] rows or [`WRITE_BYTES`],
-/// whose buffers the allocator can reuse from one group to the next. A
+/// whose buffers the allocator can reuse from one group to the next (a batch
+/// that large already is written as it is). A
 /// batch built for an older schema than the table's is fitted to it first
 /// (`fit::fit_batch`).
-pub async fn write_files(table: &DeltaTable, batches: &[RecordBatch]) -> Result<Vec<Add>> {
+pub async fn write_files(
+    table: &DeltaTable,
+    batches: impl IntoIterator<Item = Result<RecordBatch>>,
+) -> Result<Vec<Add>> {
     let mut writer = layout_writer(table)?;
     let target = writer.arrow_schema();
     let mut renames = None;
     let mut group = Group::default();
     for batch in batches {
-        let batch = if super::fit::all_fit(&[batch], &target) {
-            batch.clone()
+        let batch = batch?;
+        let batch = if super::fit::all_fit(&[&batch], &target) {
+            batch
         } else {
             let renames = match &renames {
                 Some(renames) => renames,
@@ -91,7 +98,7 @@ pub async fn write_files(table: &DeltaTable, batches: &[RecordBatch]) -> Result<
                     table.snapshot()?.metadata().configuration(),
                 )),
             };
-            super::fit::fit_batch(batch, &target, renames)?
+            super::fit::fit_batch(&batch, &target, renames)?
         };
         if group
             .batches

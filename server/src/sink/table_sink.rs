@@ -72,9 +72,10 @@ impl Memtable {
 struct Staged {
     handoff: HandOff,
     rows: usize,
-    /// The rows the hand-off's files hold, kept until it is answered so that
-    /// files deleted before the commit can be written again.
-    batches: Vec<RecordBatch>,
+    /// The memtable's rows the hand-off's files hold (batches, and runs kept as
+    /// their records: `deferred`), kept until it is answered so that files
+    /// deleted before the commit can be written again.
+    memtable: Vec<(Rows, Lsn)>,
 }
 
 /// How many times one hand-off's rows are written again (a file gone, the
@@ -464,19 +465,19 @@ impl TableSink {
         let written = async {
             self.wal.wait_durable(last_lsn).await?;
             // Parsing deferred runs, fitting and encoding take tens of ms of CPU: not on a
-            // worker. The worker keeps its own handles on the batches (Arc clones), so a
+            // worker. The worker keeps its own handles on the rows (Arc clones), so a
             // failure — even a panic of the encoding thread — can put every row back; their
             // last handles are then freed off the workers too (`drop_off_the_workers` below).
             let (table, memtable, added) = (delta.clone(), batches.clone(), self.added);
             super::offload::off_the_workers(async move {
-                let memtable = super::deferred::to_batches(&memtable, added)?;
                 let schema_id = crate::commit::schema_id(&table)?;
-                Ok((write_files(&table, &memtable).await?, memtable, schema_id))
+                let adds = write_files(&table, super::deferred::batches(&memtable, added)).await?;
+                Ok((adds, memtable, schema_id))
             })
             .await
         }
         .await;
-        let (adds, written_batches, schema_id) = match written {
+        let (adds, written_rows, schema_id) = match written {
             Ok(written) => written,
             Err(e) => {
                 // Put the rows back in front, in order, for the next flush.
@@ -511,7 +512,7 @@ impl TableSink {
                 Staged {
                     handoff,
                     rows,
-                    batches: written_batches,
+                    memtable: written_rows,
                 },
             )
             .await?;
@@ -555,7 +556,8 @@ impl TableSink {
             };
             let rewritten = async {
                 let schema_id = crate::commit::schema_id(delta)?;
-                Ok::<_, ServerError>((write_files(delta, &staged.batches).await?, schema_id))
+                let batches = super::deferred::batches(&staged.memtable, self.added);
+                Ok::<_, ServerError>((write_files(delta, batches).await?, schema_id))
             }
             .await;
             match rewritten {
@@ -581,7 +583,7 @@ impl TableSink {
                 self.committed_lsn.fetch_max(last_lsn, Ordering::AcqRel);
                 drop(m);
                 // The rows' last handles: their thousands of arrays are freed off the workers.
-                super::offload::drop_off_the_workers(staged.batches);
+                super::offload::drop_off_the_workers(staged.memtable);
                 let version = i64::try_from(ack.version).ok();
                 if ack.covered {
                     tracing::info!(table = %self.name, last_lsn, "a hand-off sent again was already committed; not committing it twice");

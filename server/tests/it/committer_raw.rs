@@ -78,7 +78,7 @@ async fn parquet_add(location: &str, ids: Vec<i64>) -> String {
         .expect("open table");
     let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
     let batch = RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(ids))]).expect("batch");
-    let adds = sluice_server::sink::write_files(&table, &[batch])
+    let adds = sluice_server::sink::write_files(&table, [Ok(batch)])
         .await
         .expect("write parquet");
     serde_json::to_string(&adds[0]).expect("add json")

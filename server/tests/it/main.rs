@@ -42,6 +42,7 @@ mod mounts;
 mod persistent;
 mod persistent_cluster;
 mod persistent_raw;
+mod proto_runs;
 mod protocol_errors;
 mod push_cli;
 mod raw;

@@ -14,7 +14,8 @@ use sluice_proto::zerobus_client::ZerobusClient;
 use sluice_proto::{
     ephemeral_stream_request::Payload, ephemeral_stream_response, ingest_record_batch_request,
     ingest_record_request, CreateIngestStreamRequest, EphemeralStreamRequest,
-    IngestRecordBatchRequest, IngestRecordRequest, JsonRecordBatch, RecordType,
+    IngestRecordBatchRequest, IngestRecordRequest, JsonRecordBatch, ProtoEncodedRecordBatch,
+    RecordType,
 };
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -93,6 +94,20 @@ pub fn json_batch(offset: i64, records: Vec<String>) -> EphemeralStreamRequest {
             offset_id: Some(offset),
             batch: Some(ingest_record_batch_request::Batch::JsonBatch(
                 JsonRecordBatch { records },
+            )),
+        })),
+    }
+}
+
+/// A protobuf batch of `records` at `offset`.
+pub fn proto_batch(offset: i64, records: Vec<Vec<u8>>) -> EphemeralStreamRequest {
+    EphemeralStreamRequest {
+        payload: Some(Payload::IngestRecordBatch(IngestRecordBatchRequest {
+            offset_id: Some(offset),
+            batch: Some(ingest_record_batch_request::Batch::ProtoEncodedBatch(
+                ProtoEncodedRecordBatch {
+                    records: records.into_iter().map(Bytes::from).collect(),
+                },
             )),
         })),
     }

@@ -125,6 +125,13 @@ impl RecordBatchBuilder {
         Ok(())
     }
 
+    /// Whether [`check_proto`](Self::check_proto) checks a record without appending it (a
+    /// flat builder without `_rescued_data`): such a check visits the record as the append
+    /// would but writes none of the columns.
+    pub fn checks_proto_without_appending(&self) -> bool {
+        matches!(self.columns, Columns::Flat(_))
+    }
+
     /// Decodes one protobuf record with `plan` and answers as
     /// [`append_proto`](Self::append_proto) would, appending nothing: for a record that is
     /// only checked now and appended to another builder later. `None` where this builder

@@ -204,7 +204,7 @@ async fn handing_pod(
     let mut lsn = 0u64;
     while Instant::now() < deadline {
         let tick = Instant::now();
-        let adds = write_files(&table, &[id_batch(next, shape.rows_per_flush)?]).await?;
+        let adds = write_files(&table, [Ok(id_batch(next, shape.rows_per_flush)?)]).await?;
         let handoff = HandOff {
             table: table_name.to_string(),
             pod_id: format!("sim-pod-{p}"),
