@@ -171,7 +171,7 @@ impl Batches<'_> {
                     return stretch.finish_batch().map(Some);
                 }
                 self.record += 1;
-                if stretch.rows >= WRITE_ROWS || stretch.record_bytes >= WRITE_BYTES {
+                if stretch.builder.len() >= WRITE_ROWS || stretch.record_bytes >= WRITE_BYTES {
                     return stretch.finish_batch().map(Some);
                 }
             }
@@ -182,7 +182,7 @@ impl Batches<'_> {
     /// Finishes the open stretch: its rows as one batch, `None` when there is none.
     fn close(&mut self) -> Result<Option<RecordBatch>> {
         match self.open.take() {
-            Some(mut stretch) if stretch.rows > 0 => stretch.finish_batch().map(Some),
+            Some(mut stretch) if !stretch.builder.is_empty() => stretch.finish_batch().map(Some),
             _ => Ok(None),
         }
     }
@@ -194,8 +194,7 @@ struct Stretch {
     builder: RecordBatchBuilder,
     /// The rows' system columns (None: the table has none).
     system: Option<SystemValues>,
-    /// Rows in the builder, and their records' bytes.
-    rows: usize,
+    /// The bytes of the records in the builder.
     record_bytes: usize,
     /// The last run's stream key and its `_sluice_stream_id` (made once per run, not row).
     stream_id: Option<(u64, String)>,
@@ -208,7 +207,6 @@ impl Stretch {
             builder: builder_for(schema, added)
                 .map_err(|e| ServerError::Internal(format!("a flush's builder: {e}")))?,
             system: added.system_columns.then(SystemValues::default),
-            rows: 0,
             record_bytes: 0,
             stream_id: None,
         })
@@ -219,7 +217,7 @@ impl Stretch {
     fn append(&mut self, run: &RecordRun, offset: i64, record: &[u8]) -> Result<bool> {
         match run.plan.append_to(&mut self.builder, record) {
             Some(Ok(())) => {}
-            Some(Err(e)) if e.kind() == &DecodeErrorKind::BatchFull && self.rows > 0 => {
+            Some(Err(e)) if e.kind() == &DecodeErrorKind::BatchFull && !self.builder.is_empty() => {
                 return Ok(false)
             }
             Some(Err(e)) => {
@@ -243,7 +241,6 @@ impl Stretch {
             };
             system.push(id, offset, run.ingested_at_micros);
         }
-        self.rows += 1;
         self.record_bytes += record.len();
         Ok(true)
     }
@@ -251,7 +248,7 @@ impl Stretch {
     /// The rows built so far as one batch; the builder starts again empty.
     fn finish_batch(&mut self) -> Result<RecordBatch> {
         let batch = self.builder.finish();
-        (self.rows, self.record_bytes) = (0, 0);
+        self.record_bytes = 0;
         match &mut self.system {
             Some(system) => system_columns::extend_with(batch, std::mem::take(system)),
             None => Ok(batch),

@@ -1,19 +1,20 @@
 //! A flat table's protobuf runs go to the memtable as their records, parsed at the flush
 //! in batches of 8 192 rows (`sink/deferred.rs`). Against a real pod over raw gRPC: runs
 //! of hundreds of single-record requests and of batch requests from two streams land
-//! whole, once, each stream's rows in offset order, every row with its own stream and
+//! whole, once, each stream's rows in offset order within each batch read back (the
+//! reader's 1 024 rows), every row with its own stream and
 //! offset in the system columns; a bad record in a run acks and commits the requests
 //! before it and nothing after it.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use arrow_array::{Array, Int64Array, RecordBatch, StringArray};
 use prost_types::field_descriptor_proto::Type;
 use sluice_proto::RecordType;
 use tonic::Code;
 
-use crate::harness::{read_delta, Server};
+use crate::harness::{read_delta, wait_for_rows, Server};
 use crate::raw::{create, descriptor, exchange, proto_batch, proto_record, Call};
 
 /// A `Row { id = 1; note = 2 }` record.
@@ -26,25 +27,6 @@ fn row(id: i64) -> Vec<u8> {
 
 fn row_descriptor() -> Vec<u8> {
     descriptor(&[("id", 1, Type::Int64), ("note", 2, Type::String)])
-}
-
-/// Reads the table until it holds `rows` rows (30 s at most).
-async fn read_rows(server: &Server, table: &str, rows: usize) -> Vec<RecordBatch> {
-    let info = server.table_info(table).await;
-    let location = info["storage_location"]
-        .as_str()
-        .expect("location")
-        .to_string();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let batches = read_delta(&location).await;
-        let seen: usize = batches.iter().map(RecordBatch::num_rows).sum();
-        if seen >= rows {
-            return batches;
-        }
-        assert!(Instant::now() < deadline, "{seen} of {rows} rows visible");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 fn int64<'a>(batch: &'a RecordBatch, name: &str) -> &'a Int64Array {
@@ -91,7 +73,9 @@ async fn proto_runs_land_whole_once_in_order_each_row_with_its_stream_and_offset
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(dir.path(), "300ms").await;
     let t = "main.runs.t";
-    server.create_table_with_flags(t, "id BIGINT NOT NULL, note STRING", &["--system-columns"]);
+    let location = server
+        .create_table_with(t, "id BIGINT NOT NULL, note STRING", &["--system-columns"])
+        .await;
     let token = server.token().await;
     let call = || Call {
         url: server.url.as_str(),
@@ -108,7 +92,8 @@ async fn proto_runs_land_whole_once_in_order_each_row_with_its_stream_and_offset
     }
 
     let per_stream = (SINGLES + BATCHES * BATCH) as usize;
-    let batches = read_rows(&server, t, 2 * per_stream).await;
+    wait_for_rows(&location, 2 * per_stream, Duration::from_secs(30)).await;
+    let batches = read_delta(&location).await;
     let want: HashMap<i64, i64> = a_offsets.into_iter().chain(b_offsets).collect();
     let mut seen: HashMap<i64, (String, i64)> = HashMap::new();
     let mut streams: HashMap<bool, String> = HashMap::new();
@@ -118,7 +103,7 @@ async fn proto_runs_land_whole_once_in_order_each_row_with_its_stream_and_offset
             string(batch, "_sluice_stream_id"),
             int64(batch, "_sluice_offset"),
         );
-        // Within a file, each stream's rows come in the order they were sent.
+        // Within a batch read back, each stream's rows come in the order they were sent.
         let mut last_id: HashMap<bool, i64> = HashMap::new();
         for i in 0..batch.num_rows() {
             let id = ids.value(i);
@@ -160,7 +145,9 @@ async fn a_bad_record_in_a_proto_run_commits_the_requests_before_it_and_none_aft
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start(dir.path(), "300ms").await;
     let t = "main.runs.bad";
-    server.create_table(t, "id BIGINT NOT NULL, note STRING");
+    let location = server
+        .create_table_at(t, "id BIGINT NOT NULL, note STRING")
+        .await;
     let token = server.token().await;
     let call = Call {
         url: server.url.as_str(),
@@ -182,10 +169,10 @@ async fn a_bad_record_in_a_proto_run_commits_the_requests_before_it_and_none_aft
     );
     assert_eq!(acks.last(), Some(&399), "acked up to the bad record");
 
-    read_rows(&server, t, 400).await;
+    wait_for_rows(&location, 400, Duration::from_secs(30)).await;
     // Three more flush intervals: nothing after the bad record comes later.
     tokio::time::sleep(Duration::from_millis(900)).await;
-    let batches = read_rows(&server, t, 400).await;
+    let batches = read_delta(&location).await;
     let mut ids: Vec<i64> = batches
         .iter()
         .flat_map(|b| int64(b, "id").values().to_vec())
