@@ -216,9 +216,24 @@ proptest! {
             }
             prop_assert_eq!(p.checker.len(), 0);
             prop_assert!(p.tree.check_proto(&p.plan_tree, &bytes).is_none());
+            // The predicate the pod asks before deferring a run says the same.
+            prop_assert!(p.checker.checks_proto_without_appending());
+            prop_assert!(!p.tree.checks_proto_without_appending());
         }
         let flat_rows = rows(&p.flat.finish());
         let tree_rows = without_extra(rows(&p.tree.finish()));
         prop_assert_eq!(flat_rows, tree_rows);
     }
+}
+
+/// A builder with `_rescued_data` cannot check without appending (its rescued text is
+/// written by the append), and says so: the pod parses such a run into a batch once.
+#[test]
+fn a_rescuing_builder_does_not_check_without_appending() {
+    let flat_schema = TableSchema::parse(&schema_text()).expect("flat schema");
+    let plan = ProtoPlan::compile(&descriptor().encode_to_vec(), &flat_schema).expect("plan");
+    let mut rescuing = RecordBatchBuilder::with_rescued_data(&flat_schema).expect("rescuing");
+    assert!(!rescuing.checks_proto_without_appending());
+    assert!(rescuing.check_proto(&plan, &[]).is_none());
+    assert!(RecordBatchBuilder::new(&flat_schema).checks_proto_without_appending());
 }
