@@ -534,6 +534,36 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// A plain run of every length around the inline bytes, then one byte of any value
+        /// (a quote, a backslash, a control character, or a plain one), then a few random
+        /// bytes: `skip_plain`, from anywhere in the run, stops at the first special byte or
+        /// up to seven bytes before the end, and never past a special byte.
+        #[test]
+        fn skip_plain_stops_at_the_first_special_byte(
+            run in 0usize..300,
+            byte: u8,
+            tail in proptest::collection::vec(proptest::num::u8::ANY, 0..20),
+            start in 0usize..300,
+        ) {
+            let mut bytes = vec![b'x'; run];
+            bytes.push(byte);
+            bytes.extend(&tail);
+            let start = start.min(run);
+            let first = bytes[start..]
+                .iter()
+                .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+                .map_or(bytes.len(), |n| start + n);
+            let stop = skip_plain(&bytes, start);
+            proptest::prop_assert!(stop <= first, "{stop} past the special byte at {first}");
+            proptest::prop_assert!(
+                stop == first || bytes.len() - stop < 8,
+                "{stop} short of {first} with {} bytes left",
+                bytes.len() - stop
+            );
+        }
+    }
+
+    proptest::proptest! {
         /// Digits of every length around the 8-digit rounds and u64's 20, with or without a
         /// fraction and an exponent: read as serde_json reads them, or left to it.
         #[test]
@@ -585,15 +615,15 @@ mod tests {
         assert_eq!(Scanner::new("\"open").string(), None);
         // Runs shorter and longer than the inline 64 bytes (longer ones take memchr), the
         // special byte at every position of one.
-        for at in 0..150 {
-            let mut text = "x".repeat(150);
+        for at in 0..300 {
+            let mut text = "x".repeat(300);
             text.insert(at, '"');
             let quoted = format!("\"{text}\"");
             assert_eq!(Scanner::new(&quoted).string().as_deref(), Some(&text[..at]));
-            let mut bad = "é".repeat(75);
+            let mut bad = "é".repeat(150);
             bad.insert(at / 2 * 2, '\u{1f}');
             assert_eq!(Scanner::new(&format!("\"{bad}\"")).string(), None, "{at}");
-            let mut escaped = "x".repeat(150);
+            let mut escaped = "x".repeat(300);
             escaped.insert_str(at, "\\t");
             let expected = escaped.replace("\\t", "\t");
             let text = format!("\"{escaped}\"");
