@@ -548,7 +548,7 @@ mod tests {
             let mut bytes = vec![b'x'; run];
             bytes.push(byte);
             bytes.extend(&tail);
-            let start = start.min(run);
+            let start = start % (run + 1);
             let first = bytes[start..]
                 .iter()
                 .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
