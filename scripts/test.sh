@@ -75,6 +75,9 @@ scripts/check-no-protoc.sh
 cargo test --workspace --locked
 # WAL fault injection (short writes, EIO, ENOSPC, power cuts): its own feature-gated target.
 cargo test --locked -p sluice-wal --features failpoints --test failpoints
+# The WAL's integration and fault-injection suites again with segments written O_DIRECT.
+SLUICE_WAL_DIRECT_IO=1 cargo test --locked -p sluice-wal --test it
+SLUICE_WAL_DIRECT_IO=1 cargo test --locked -p sluice-wal --features failpoints --test failpoints
 # The binary with the opt-in `jemalloc` feature (an allocator built with `make`).
 cargo test --locked -p sluice-server --features jemalloc --test it allocator
 

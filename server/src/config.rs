@@ -104,6 +104,9 @@ pub struct ServeConfig {
     /// Keep a zero-filled WAL segment ready for each rotation
     /// (`--wal-prepare-segments`). Default: false.
     pub wal_prepare_segments: bool,
+    /// Write WAL segments through `O_DIRECT` (`--wal-direct-io`), buffered where the file
+    /// system refuses the flag. Default: true.
+    pub wal_direct_io: bool,
     /// `/healthz` answers 503 once the warehouse has been unreachable for longer than
     /// this (`--warehouse-unhealthy-after`). Default: 60 s.
     pub warehouse_unhealthy_after: Duration,
@@ -198,6 +201,7 @@ impl ServeConfig {
             wal_fsync: true,
             wal_segment_bytes: 64 << 20,
             wal_prepare_segments: false,
+            wal_direct_io: true,
             warehouse_unhealthy_after: Duration::from_secs(60),
             cluster: None,
             secrets_key: None,

@@ -54,6 +54,14 @@ pub struct WalOptions {
     /// second write of every segment's bytes, and while a segment is being prepared the
     /// writer's fdatasync p99 roughly doubles (see `spare`). Default: false.
     pub prepare_segments: bool,
+    /// Write segments through `O_DIRECT` ([`crate::env::DirectFileSystem`]): no copy into
+    /// the page cache, no writeback started by `fdatasync`, no cached pages to free when a
+    /// retired segment is cut; each write is staged into whole 4 KiB blocks, rewriting the
+    /// partial block the previous write ended in. Segments fall back to buffered writes
+    /// where the file system refuses the flag (tmpfs before Linux 6.6). Read by [`crate::Wal::open`];
+    /// [`crate::Wal::open_with_fs`] writes through the file system it is given. Default:
+    /// false.
+    pub direct_io: bool,
 }
 
 /// Smallest accepted `segment_bytes`: a header and at least a few small frames.
@@ -70,6 +78,7 @@ impl WalOptions {
             max_queued_bytes: 64 << 20,
             recovery: RecoveryMode::default(),
             prepare_segments: false,
+            direct_io: false,
         }
     }
 

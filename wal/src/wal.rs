@@ -16,7 +16,7 @@ use crossbeam_channel::Sender;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::durable::{durable_channel, DurableWatch};
-use crate::env::{DefaultFileSystem, FileSystem};
+use crate::env::{DefaultFileSystem, DirectFileSystem, FileSystem};
 use crate::error::{Result, WalError};
 use crate::format::{frame_len, is_end_marker_frame};
 use crate::fs;
@@ -92,7 +92,12 @@ impl Wal {
     /// according to `opts.recovery`, creates a fresh segment at the recovered end and starts
     /// the group-commit thread.
     pub fn open(opts: WalOptions) -> Result<(Wal, Recovered)> {
-        Self::open_with_fs(opts, Arc::new(DefaultFileSystem))
+        let env: Arc<dyn FileSystem> = if opts.direct_io {
+            Arc::new(DirectFileSystem)
+        } else {
+            Arc::new(DefaultFileSystem)
+        };
+        Self::open_with_fs(opts, env)
     }
 
     /// [`Wal::open`] on the file system `env` (see [`crate::env`]): tests pass one that

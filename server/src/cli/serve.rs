@@ -60,6 +60,10 @@ pub struct ServeArgs {
     /// price of writing every segment twice and a higher fdatasync p99 while preparing.
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
     wal_prepare_segments: bool,
+    /// Write WAL segments through `O_DIRECT` (no page-cache copy, no writeback at
+    /// fdatasync); buffered where the file system refuses the flag (tmpfs before Linux 6.6).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    wal_direct_io: bool,
     /// `/healthz` answers 503 once the warehouse has been unreachable (every probe of its
     /// root failed) for longer than this.
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
@@ -178,6 +182,7 @@ impl From<ServeArgs> for ServeConfig {
             idempotency_window: args.idempotency_window,
             wal_segment_bytes: args.wal_segment_bytes,
             wal_prepare_segments: args.wal_prepare_segments,
+            wal_direct_io: args.wal_direct_io,
             warehouse_unhealthy_after: args.warehouse_unhealthy_after,
             upkeep: UpkeepConfig {
                 interval: args.upkeep_interval,

@@ -8,6 +8,7 @@
 //! | WAL fdatasync IOPS | same run: writes per second | > 500 | > 250 | ≤ 250 |
 //! | WAL sequential write | 1 MiB writes, one `fdatasync` at the end | ≥ 100 MB/s | ≥ 30 MB/s | below |
 //! | WAL free space | `statvfs` of the WAL directory | ≥ 4 GiB | ≥ 1 GiB | below |
+//! | WAL O_DIRECT writes | a probe file opened `O_DIRECT`, one unaligned 2300-byte record staged and synced | taken | refused (segments buffered) | error |
 //! | warehouse reachable | one listing of the probe prefix (endpoint, bucket, credentials), ≤ 15 s | answers | | error or no answer (no other warehouse probe runs) |
 //! | warehouse PUT / GET | 16 MiB objects through `object_store` | ≥ 100 MB/s | ≥ 20 MB/s | below |
 //! | warehouse put-if-absent | small `PutMode::Create` PUTs; a second one must be refused | p99 < 50 ms | < 200 ms | slower, or not refused |

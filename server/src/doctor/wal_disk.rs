@@ -1,5 +1,5 @@
 //! The WAL directory's probes: fdatasync latency and IOPS (fio's log-disk recipe),
-//! sequential bandwidth, free space. Blocking; run on a blocking thread.
+//! sequential bandwidth, free space, whether `O_DIRECT` writes are taken. Blocking; run on a blocking thread.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -21,6 +21,7 @@ pub(super) fn checks(dir: &Path, opts: &DoctorOptions) -> Vec<Check> {
         return checks;
     }
     checks.push(free_space(dir));
+    checks.push(direct_io(dir));
     match fsync_probe(dir, opts.fsync_bytes) {
         Ok((mut syncs, elapsed)) => {
             let iops = syncs.len() as f64 / elapsed.as_secs_f64().max(1e-9);
@@ -110,6 +111,26 @@ fn bandwidth_probe(dir: &Path, bytes: u64) -> std::io::Result<f64> {
     }
     probe.file.sync_data()?;
     Ok(mb_per_s(blocks * BLOCK_BYTES as u64, started.elapsed()))
+}
+
+/// Whether the WAL's segments here are written `O_DIRECT` (`--wal-direct-io`, the default):
+/// where the file system refuses the flag they are buffered, which costs the pod more CPU.
+fn direct_io(dir: &Path) -> Check {
+    match sluice_wal::env::DirectFileSystem::probe(dir) {
+        Ok(true) => Check::new(
+            "WAL O_DIRECT writes",
+            "taken".into(),
+            "taken",
+            Verdict::Pass,
+        ),
+        Ok(false) => Check::new(
+            "WAL O_DIRECT writes",
+            "refused: segments are buffered".into(),
+            "taken",
+            Verdict::Warn,
+        ),
+        Err(e) => Check::error("WAL O_DIRECT writes", e),
+    }
 }
 
 fn free_space(dir: &Path) -> Check {

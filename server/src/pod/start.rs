@@ -297,6 +297,7 @@ fn open_wal(config: &ServeConfig) -> Result<Wal> {
     let mut wal_options = WalOptions::new(config.data_dir.join(crate::data_dir::WAL_DIR));
     wal_options.segment_bytes = config.wal_segment_bytes;
     wal_options.prepare_segments = config.wal_prepare_segments;
+    wal_options.direct_io = config.wal_direct_io;
     wal_options.durability = if config.wal_fsync {
         Durability::Fsync
     } else {

@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 use crate::harness::free_port;
 use crate::moto::{s3_args, Moto, BUCKET};
 
-const CHECKS: [&str; 9] = [
+const CHECKS: [&str; 10] = [
     "WAL free space",
+    "WAL O_DIRECT writes",
     "WAL fdatasync p99 (2300 B writes)",
     "WAL fdatasync IOPS",
     "WAL sequential write",

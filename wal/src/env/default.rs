@@ -25,7 +25,7 @@ impl WritableFile for StdFile {
 }
 
 #[cfg(unix)]
-fn pwritev(file: &File, bufs: &[IoSlice<'_>], offset: u64) -> io::Result<usize> {
+pub(super) fn pwritev(file: &File, bufs: &[IoSlice<'_>], offset: u64) -> io::Result<usize> {
     use std::os::unix::io::AsRawFd;
     // IOV_MAX is 1024 on Linux; a longer list is written by the caller's loop.
     let count = bufs.len().min(1024);
@@ -49,62 +49,63 @@ fn pwritev(file: &File, bufs: &[IoSlice<'_>], offset: u64) -> io::Result<usize> 
 }
 
 #[cfg(not(unix))]
-fn pwritev(file: &File, bufs: &[IoSlice<'_>], offset: u64) -> io::Result<usize> {
+pub(super) fn pwritev(file: &File, bufs: &[IoSlice<'_>], offset: u64) -> io::Result<usize> {
     use std::io::{Seek, SeekFrom, Write};
     let mut f = file;
     f.seek(SeekFrom::Start(offset))?;
     f.write_vectored(bufs)
 }
 
-impl FileSystem for DefaultFileSystem {
-    fn list_dir(&self, dir: &Path) -> io::Result<Vec<PathBuf>> {
-        std::fs::read_dir(dir)?
-            .map(|entry| entry.map(|e| e.path()))
-            .collect()
-    }
+/// Every method is the trait's default: the operating system's file system.
+impl FileSystem for DefaultFileSystem {}
 
-    fn create_preallocated(&self, path: &Path, len: u64) -> io::Result<Box<dyn WritableFile>> {
-        let mut options = OpenOptions::new();
-        options.write(true).create(true).truncate(true);
-        crate::fs::owner_only(&mut options);
-        let file = options.open(path)?;
-        preallocate(&file, len)?;
-        Ok(Box::new(StdFile(file)))
-    }
+pub(super) fn list_dir(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    std::fs::read_dir(dir)?
+        .map(|entry| entry.map(|e| e.path()))
+        .collect()
+}
 
-    fn open_read(&self, path: &Path) -> io::Result<Box<dyn Read + Send>> {
-        Ok(Box::new(File::open(path)?))
-    }
+pub(super) fn create_preallocated(path: &Path, len: u64) -> io::Result<Box<dyn WritableFile>> {
+    let mut options = OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    crate::fs::owner_only(&mut options);
+    let file = options.open(path)?;
+    preallocate(&file, len)?;
+    Ok(Box::new(StdFile(file)))
+}
 
-    fn read_file(&self, path: &Path) -> io::Result<Vec<u8>> {
-        std::fs::read(path)
-    }
+pub(super) fn open_read(path: &Path) -> io::Result<Box<dyn Read + Send>> {
+    Ok(Box::new(File::open(path)?))
+}
 
-    fn truncate(&self, path: &Path, len: u64) -> io::Result<()> {
-        let file = OpenOptions::new().write(true).open(path)?;
-        file.set_len(len)?;
-        file.sync_all()
-    }
+pub(super) fn read_file(path: &Path) -> io::Result<Vec<u8>> {
+    std::fs::read(path)
+}
 
-    fn shrink(&self, path: &Path, len: u64) -> io::Result<()> {
-        OpenOptions::new().write(true).open(path)?.set_len(len)
-    }
+pub(super) fn truncate(path: &Path, len: u64) -> io::Result<()> {
+    let file = OpenOptions::new().write(true).open(path)?;
+    file.set_len(len)?;
+    file.sync_all()
+}
 
-    fn remove_file(&self, path: &Path) -> io::Result<()> {
-        std::fs::remove_file(path)
-    }
+pub(super) fn shrink(path: &Path, len: u64) -> io::Result<()> {
+    OpenOptions::new().write(true).open(path)?.set_len(len)
+}
 
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        std::fs::rename(from, to)
-    }
+pub(super) fn remove_file(path: &Path) -> io::Result<()> {
+    std::fs::remove_file(path)
+}
 
-    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        File::open(dir)?.sync_all()
-    }
+pub(super) fn rename(from: &Path, to: &Path) -> io::Result<()> {
+    std::fs::rename(from, to)
+}
+
+pub(super) fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
 }
 
 #[cfg(target_os = "linux")]
-fn preallocate(file: &File, len: u64) -> io::Result<()> {
+pub(super) fn preallocate(file: &File, len: u64) -> io::Result<()> {
     use std::os::unix::io::AsRawFd;
     let off_len = libc::off_t::try_from(len)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "segment size overflows off_t"))?;
@@ -124,6 +125,6 @@ fn preallocate(file: &File, len: u64) -> io::Result<()> {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn preallocate(file: &File, len: u64) -> io::Result<()> {
+pub(super) fn preallocate(file: &File, len: u64) -> io::Result<()> {
     file.set_len(len)
 }

@@ -1,6 +1,7 @@
 //! [`FaultyFileSystem`] (cargo feature `failpoints`): the real file system plus injected
 //! faults, for the `failpoints` test target.
 //!
+//! It wraps [`DefaultFileSystem`], or [`DirectFileSystem`] ([`FaultyFileSystem::direct`]).
 //! Faults are switched on and off while a log runs: short writes (every `pwritev` writes
 //! at most half of what it was given), an errno for every write, an errno for every
 //! `fdatasync`, an errno for creating a file (`ENOSPC` at `fallocate`), and
@@ -22,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::default::DefaultFileSystem;
+use super::direct::DirectFileSystem;
 use super::file::{FileSystem, WritableFile};
 
 /// A [`FileSystem`] that injects faults; clones share one state.
@@ -32,6 +34,8 @@ pub struct FaultyFileSystem {
 
 #[derive(Default)]
 struct State {
+    /// Segments are created through [`DirectFileSystem`] (`O_DIRECT`).
+    direct: bool,
     short_writes: bool,
     write_errno: Option<i32>,
     sync_errno: Option<i32>,
@@ -62,6 +66,14 @@ impl FaultyFileSystem {
     /// The real file system with no fault armed.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// [`FaultyFileSystem::new`] over [`DirectFileSystem`]: segments are written through
+    /// `O_DIRECT` (where the file system allows it), faults injected above that.
+    pub fn direct() -> Self {
+        let fs = Self::default();
+        fs.state().direct = true;
+        fs
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -206,7 +218,11 @@ impl FileSystem for FaultyFileSystem {
         if let Some(code) = state.create_errno {
             return Err(errno(code));
         }
-        let inner = DefaultFileSystem.create_preallocated(path, len)?;
+        let inner = if state.direct {
+            DirectFileSystem.create_preallocated(path, len)?
+        } else {
+            DefaultFileSystem.create_preallocated(path, len)?
+        };
         state.images.insert(path.to_path_buf(), None);
         // A new file under a name an older file was renamed away from.
         state.renamed.remove(path);

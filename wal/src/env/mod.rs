@@ -20,16 +20,22 @@
 //!   keeps writing to the same file under its new name.
 //!
 //! [`DefaultFileSystem`] is the real thing (`std::fs` plus `fallocate`, `flock`-free).
+//! [`DirectFileSystem`] is the same with segments written through `O_DIRECT`
+//! (`WalOptions::direct_io`): a direct file may overwrite the rest of the last block a write
+//! ends in with zeros, which the log allows, since it only ever writes at its end and nothing
+//! past that end is read as a frame.
 //! With the cargo feature `failpoints`, [`FaultyFileSystem`] wraps it and injects short
 //! writes, `EIO`/`ENOSPC` on write, `EIO` on `fdatasync`, `ENOSPC` on create, and a power
 //! cut that drops every write made since the file's last successful `fdatasync`.
 
 mod default;
+mod direct;
 #[cfg(feature = "failpoints")]
 mod faulty;
 pub(crate) mod file;
 
 pub use default::DefaultFileSystem;
+pub use direct::{DirectFileSystem, DIRECT_ALIGN};
 #[cfg(feature = "failpoints")]
 pub use faulty::FaultyFileSystem;
 pub use file::{FileSystem, WritableFile};

@@ -27,7 +27,7 @@ async fn purged_log(dir: &Path) -> (Wal, FaultyFileSystem, Vec<Frame>, u64) {
 }
 
 fn options(dir: &Path) -> WalOptions {
-    let mut opts = WalOptions::new(dir);
+    let mut opts = crate::common::options(dir);
     opts.segment_bytes = 5 * MIB;
     opts.recovery = RecoveryMode::AbsoluteConsistency;
     opts

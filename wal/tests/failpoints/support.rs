@@ -6,9 +6,14 @@ use std::sync::Arc;
 use sluice_wal::env::FaultyFileSystem;
 use sluice_wal::{Recovered, RecoveryMode, Wal, WalOptions};
 
-/// A log in `dir` on a fresh [`FaultyFileSystem`] (4 KiB segments, so tests rotate).
+/// A log in `dir` on a fresh [`FaultyFileSystem`] (4 KiB segments, so tests rotate), over
+/// `O_DIRECT` segments when the run asks for them ([`crate::common::direct_io`]).
 pub fn open_faulty(dir: &Path) -> (Wal, FaultyFileSystem) {
-    let fs = FaultyFileSystem::new();
+    let fs = if crate::common::direct_io() {
+        FaultyFileSystem::direct()
+    } else {
+        FaultyFileSystem::new()
+    };
     let (wal, _) = Wal::open_with_fs(crate::common::small_segments(dir), Arc::new(fs.clone()))
         .expect("open on the faulty file system");
     (wal, fs)
@@ -25,6 +30,7 @@ pub fn reopen_strict(dir: &Path) -> (Wal, Recovered) {
 pub fn reopen(dir: &Path) -> (Wal, Recovered) {
     Wal::open(WalOptions {
         segment_bytes: 4096,
+        direct_io: crate::common::direct_io(),
         ..WalOptions::new(dir)
     })
     .expect("reopen")

@@ -1,6 +1,6 @@
 //! Appending, durability publication, reading back, reopening, closing.
 
-use sluice_wal::{Durability, Lsn, Wal, WalError, WalOptions};
+use sluice_wal::{Durability, Lsn, Wal, WalError};
 use std::collections::{BTreeMap, HashSet};
 
 use crate::common::{append, append_many, open, payload, read_all, small_segments};
@@ -62,7 +62,7 @@ async fn given_many_concurrent_tasks_when_the_log_is_reopened_then_every_frame_r
 fn given_many_os_threads_appending_when_reopened_then_nothing_is_lost_or_reordered() {
     let dir = tempfile::tempdir().expect("tempdir");
     let rt = tokio::runtime::Runtime::new().expect("runtime");
-    let (wal, _) = open(WalOptions::new(dir.path()));
+    let (wal, _) = open(crate::common::options(dir.path()));
     let handle = rt.handle().clone();
     let threads: Vec<_> = (0..6u8)
         .map(|t| {
@@ -85,7 +85,7 @@ fn given_many_os_threads_appending_when_reopened_then_nothing_is_lost_or_reorder
         expected.extend(t.join().expect("thread"));
     }
     wal.close().expect("close");
-    let (wal, _) = open(WalOptions::new(dir.path()));
+    let (wal, _) = open(crate::common::options(dir.path()));
     let frames = read_all(&wal, 0);
     assert_contiguous(&frames, 0);
     let got: BTreeMap<_, _> = frames.into_iter().map(|f| (f.end_lsn, f.payload)).collect();
@@ -146,19 +146,19 @@ async fn durable_lsn_never_exceeds_what_was_appended_and_written() {
 #[tokio::test]
 async fn reopening_continues_lsns_where_the_previous_life_ended() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (wal, recovered) = open(WalOptions::new(dir.path()));
+    let (wal, recovered) = open(crate::common::options(dir.path()));
     assert_eq!((recovered.start_lsn, recovered.end_lsn), (0, 0));
     let first = append_many(&wal, 0..3).await;
     wal.close().expect("close");
 
-    let (wal, recovered) = open(WalOptions::new(dir.path()));
+    let (wal, recovered) = open(crate::common::options(dir.path()));
     let end = first.last().expect("frames").end_lsn;
     assert_eq!((recovered.start_lsn, recovered.end_lsn), (0, end));
     let second = append_many(&wal, 3..5).await;
     assert_eq!(second[0].lsn, end);
     wal.close().expect("close");
 
-    let (wal, recovered) = open(WalOptions::new(dir.path()));
+    let (wal, recovered) = open(crate::common::options(dir.path()));
     assert_eq!(recovered.end_lsn, second[1].end_lsn);
     let all: Vec<_> = first.into_iter().chain(second).collect();
     assert_eq!(read_all(&wal, 0), all);
@@ -168,11 +168,11 @@ async fn reopening_continues_lsns_where_the_previous_life_ended() {
 async fn reopening_an_untouched_log_again_and_again_keeps_it_empty_and_healthy() {
     let dir = tempfile::tempdir().expect("tempdir");
     for _ in 0..3 {
-        let (wal, recovered) = open(WalOptions::new(dir.path()));
+        let (wal, recovered) = open(crate::common::options(dir.path()));
         assert_eq!(recovered.end_lsn, 0);
         wal.close().expect("close");
     }
-    let (wal, _) = open(WalOptions::new(dir.path()));
+    let (wal, _) = open(crate::common::options(dir.path()));
     let frames = append_many(&wal, 0..2).await;
     assert_eq!(read_all(&wal, 0), frames);
 }
@@ -180,7 +180,7 @@ async fn reopening_an_untouched_log_again_and_again_keeps_it_empty_and_healthy()
 #[tokio::test]
 async fn close_writes_and_syncs_everything_queued_before_returning() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut opts = WalOptions::new(dir.path());
+    let mut opts = crate::common::options(dir.path());
     opts.durability = Durability::UnsafeNoSync;
     let (wal, _) = open(opts.clone());
     let mut last = 0;
@@ -200,7 +200,7 @@ async fn close_writes_and_syncs_everything_queued_before_returning() {
 #[tokio::test]
 async fn appends_and_reservations_after_close_fail_with_closed() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (wal, _) = open(WalOptions::new(dir.path()));
+    let (wal, _) = open(crate::common::options(dir.path()));
     let reservation = wal.reserve(3).await.expect("reserve");
     let end = append(&wal, 1, b"one".to_vec()).await;
     wal.close().expect("close");
@@ -222,7 +222,7 @@ async fn appends_and_reservations_after_close_fail_with_closed() {
 #[tokio::test]
 async fn read_from_an_lsn_inside_the_log_returns_only_frames_ending_after_it() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (wal, _) = open(WalOptions::new(dir.path()));
+    let (wal, _) = open(crate::common::options(dir.path()));
     let frames = append_many(&wal, 0..10).await;
     assert_eq!(read_all(&wal, 0), frames, "the live log reads back");
     assert_eq!(read_all(&wal, frames[2].end_lsn), frames[3..]);
@@ -235,46 +235,46 @@ async fn read_from_an_lsn_inside_the_log_returns_only_frames_ending_after_it() {
 #[tokio::test]
 async fn the_log_id_is_created_on_first_open_and_stays_the_same_after_reopen() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (wal, _) = open(WalOptions::new(dir.path()));
+    let (wal, _) = open(crate::common::options(dir.path()));
     let id = wal.id().to_owned();
     assert_eq!(id.len(), 32);
     wal.close().expect("close");
-    let (wal, _) = open(WalOptions::new(dir.path()));
+    let (wal, _) = open(crate::common::options(dir.path()));
     assert_eq!(wal.id(), id);
     let stored = std::fs::read_to_string(dir.path().join("wal-id")).expect("wal-id file");
     assert_eq!(stored.trim(), id);
 
     let other = tempfile::tempdir().expect("tempdir");
-    let (other_wal, _) = open(WalOptions::new(other.path()));
+    let (other_wal, _) = open(crate::common::options(other.path()));
     assert_ne!(other_wal.id(), id, "each log gets its own id");
 }
 
 #[tokio::test]
 async fn a_second_open_of_the_same_directory_is_refused_while_the_first_is_open() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (wal, _) = open(WalOptions::new(dir.path()));
+    let (wal, _) = open(crate::common::options(dir.path()));
     assert!(matches!(
-        Wal::open(WalOptions::new(dir.path())),
+        Wal::open(crate::common::options(dir.path())),
         Err(WalError::Locked(_))
     ));
     wal.close().expect("close");
-    let (_wal, _) = open(WalOptions::new(dir.path()));
+    let (_wal, _) = open(crate::common::options(dir.path()));
 }
 
 #[tokio::test]
 async fn dropping_every_handle_closes_the_log_so_it_can_be_reopened() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (wal, _) = open(WalOptions::new(dir.path()));
+    let (wal, _) = open(crate::common::options(dir.path()));
     let frames = append_many(&wal, 0..4).await;
     drop(wal);
-    let (wal, _) = open(WalOptions::new(dir.path()));
+    let (wal, _) = open(crate::common::options(dir.path()));
     assert_eq!(read_all(&wal, 0), frames);
 }
 
 #[tokio::test]
 async fn a_kind_zero_frame_with_an_empty_payload_is_refused_because_it_reads_as_end_of_data() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (wal, _) = open(WalOptions::new(dir.path()));
+    let (wal, _) = open(crate::common::options(dir.path()));
     let r = wal.reserve(0).await.expect("reserve");
     assert!(matches!(
         wal.append(r, 0, Vec::new()),
@@ -292,7 +292,7 @@ async fn a_kind_zero_frame_with_an_empty_payload_is_refused_because_it_reads_as_
 #[tokio::test]
 async fn subscribers_see_the_durable_lsn_reach_every_appended_frame() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (wal, _) = open(WalOptions::new(dir.path()));
+    let (wal, _) = open(crate::common::options(dir.path()));
     let mut rx = wal.subscribe();
     let end = append(&wal, 1, b"hello".to_vec()).await;
     let state = rx

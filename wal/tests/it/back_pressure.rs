@@ -2,14 +2,14 @@
 
 use std::time::Duration;
 
-use sluice_wal::{Wal, WalError, WalOptions};
+use sluice_wal::{Wal, WalError};
 
 use crate::common::open;
 
 const LIMIT: usize = 1000;
 
 fn limited(dir: &std::path::Path) -> (Wal, sluice_wal::Recovered) {
-    let mut opts = WalOptions::new(dir);
+    let mut opts = crate::common::options(dir);
     opts.max_queued_bytes = LIMIT;
     open(opts)
 }

@@ -7,9 +7,22 @@ use sluice_wal::{Frame, Lsn, Recovered, Wal, WalOptions};
 pub const SEGMENT_HEADER_LEN: u64 = 36;
 pub const FRAME_HEADER_LEN: u64 = 9;
 
-/// Options with small segments so that tests rotate.
-pub fn small_segments(dir: &Path) -> WalOptions {
+/// Whether this run writes segments through `O_DIRECT`: the test command runs the suites
+/// once buffered and once with `SLUICE_WAL_DIRECT_IO=1`.
+pub fn direct_io() -> bool {
+    std::env::var_os("SLUICE_WAL_DIRECT_IO").is_some_and(|v| v == "1")
+}
+
+/// Default options, direct or buffered as [`direct_io`].
+pub fn options(dir: impl Into<PathBuf>) -> WalOptions {
     let mut opts = WalOptions::new(dir);
+    opts.direct_io = direct_io();
+    opts
+}
+
+/// Options with small segments so that tests rotate (direct or buffered as [`direct_io`]).
+pub fn small_segments(dir: &Path) -> WalOptions {
+    let mut opts = options(dir);
     opts.segment_bytes = 4096;
     opts
 }

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_wal::env::WritableFile;
-use sluice_wal::{Lsn, Wal, WalOptions};
+use sluice_wal::{Lsn, Wal};
 
 use crate::common::{payload, read_all, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN};
 use crate::hooked_fs::{FsHooks, Hooked};
@@ -124,8 +124,11 @@ async fn given_64_producers_each_waiting_for_durability_then_frames_share_fsyncs
 ) {
     let dir = tempfile::tempdir().expect("tempdir");
     let fs = SyncCounter::default();
-    let (wal, _) =
-        Wal::open_with_fs(WalOptions::new(dir.path()), Arc::new(Hooked(fs.clone()))).expect("open");
+    let (wal, _) = Wal::open_with_fs(
+        crate::common::options(dir.path()),
+        Arc::new(Hooked(fs.clone())),
+    )
+    .expect("open");
     let syncs_at_open = fs.syncs();
 
     let producers: Vec<_> = (0..PRODUCERS)
@@ -153,7 +156,7 @@ async fn given_64_producers_each_waiting_for_durability_then_frames_share_fsyncs
 
     // Everything acknowledged reads back after a reopen, once, in LSN order.
     wal.close().expect("close");
-    let (wal, recovered) = Wal::open(WalOptions::new(dir.path())).expect("reopen");
+    let (wal, recovered) = Wal::open(crate::common::options(dir.path())).expect("reopen");
     let last = *expected.keys().last().expect("frames");
     assert_eq!(recovered.end_lsn, last);
     let read = read_all(&wal, 0);

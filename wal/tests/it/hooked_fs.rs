@@ -1,10 +1,10 @@
 //! A pass-through [`FileSystem`] for tests that watch or steer the log's file operations:
-//! [`Hooked`] forwards every call to [`DefaultFileSystem`] and lets an [`FsHooks`] act
+//! [`Hooked`] forwards every call to the real file system and lets an [`FsHooks`] act
 //! around the few that tests care about (creating a segment, renaming, the segment file
 //! itself).
 
-use std::io::{self, Read};
-use std::path::{Path, PathBuf};
+use std::io;
+use std::path::Path;
 
 use sluice_wal::env::{DefaultFileSystem, FileSystem, WritableFile};
 
@@ -27,44 +27,17 @@ pub trait FsHooks: Send + Sync + 'static {
 /// The real file system with `H` acting around it.
 pub struct Hooked<H>(pub H);
 
+/// The other operations are the trait's defaults: the real file system.
 impl<H: FsHooks> FileSystem for Hooked<H> {
-    fn list_dir(&self, dir: &Path) -> io::Result<Vec<PathBuf>> {
-        DefaultFileSystem.list_dir(dir)
-    }
-
     fn create_preallocated(&self, path: &Path, len: u64) -> io::Result<Box<dyn WritableFile>> {
         self.0.before_create(path)?;
         let file = DefaultFileSystem.create_preallocated(path, len)?;
         Ok(self.0.wrap(file))
     }
 
-    fn open_read(&self, path: &Path) -> io::Result<Box<dyn Read + Send>> {
-        DefaultFileSystem.open_read(path)
-    }
-
-    fn read_file(&self, path: &Path) -> io::Result<Vec<u8>> {
-        DefaultFileSystem.read_file(path)
-    }
-
-    fn truncate(&self, path: &Path, len: u64) -> io::Result<()> {
-        DefaultFileSystem.truncate(path, len)
-    }
-
-    fn shrink(&self, path: &Path, len: u64) -> io::Result<()> {
-        DefaultFileSystem.shrink(path, len)
-    }
-
-    fn remove_file(&self, path: &Path) -> io::Result<()> {
-        DefaultFileSystem.remove_file(path)
-    }
-
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         DefaultFileSystem.rename(from, to)?;
         self.0.after_rename(from, to);
         Ok(())
-    }
-
-    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        DefaultFileSystem.sync_dir(dir)
     }
 }

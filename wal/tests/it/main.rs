@@ -8,6 +8,7 @@
 mod append_and_read;
 mod back_pressure;
 mod common;
+mod direct_io;
 mod failure;
 mod file_modes;
 mod group_commit;

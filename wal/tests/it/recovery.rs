@@ -16,7 +16,7 @@ fn absolute(mut opts: WalOptions) -> WalOptions {
 
 /// Writes `n` frames into one segment, closes, and returns them with the segment's path.
 async fn one_closed_segment(dir: &Path, n: usize) -> (Vec<Frame>, std::path::PathBuf) {
-    let (wal, _) = open(WalOptions::new(dir));
+    let (wal, _) = open(crate::common::options(dir));
     let frames = append_many(&wal, 0..n).await;
     wal.close().expect("close");
     let path = segment_holding(dir, frames[0].lsn);
@@ -45,13 +45,13 @@ async fn given_a_last_segment_cut_mid_frame_when_reopened_then_the_torn_tail_is_
     let (frames, path) = one_closed_segment(dir.path(), 10).await;
     truncate(&path, offset_of(&path, frames[7].lsn) + 5);
 
-    let refused = expect_corrupt(Wal::open(absolute(WalOptions::new(dir.path()))));
+    let refused = expect_corrupt(Wal::open(absolute(crate::common::options(dir.path()))));
     assert_eq!(
         refused.0, path,
         "absolute consistency refuses the torn tail"
     );
 
-    let (wal, recovered) = open(WalOptions::new(dir.path()));
+    let (wal, recovered) = open(crate::common::options(dir.path()));
     assert!(recovered.truncated_bytes > 0);
     assert_eq!(recovered.end_lsn, frames[6].end_lsn);
     assert_eq!(read_all(&wal, 0), frames[..7]);
@@ -59,7 +59,7 @@ async fn given_a_last_segment_cut_mid_frame_when_reopened_then_the_torn_tail_is_
     assert_eq!(more[0].lsn, frames[6].end_lsn);
     wal.close().expect("close");
 
-    let (wal, recovered) = open(absolute(WalOptions::new(dir.path())));
+    let (wal, recovered) = open(absolute(crate::common::options(dir.path())));
     assert_eq!(
         recovered.truncated_bytes, 0,
         "the repaired log is consistent"
@@ -75,11 +75,11 @@ async fn given_garbage_after_the_last_frame_when_reopened_then_it_is_cut_away_an
     let (frames, path) = one_closed_segment(dir.path(), 10).await;
     write_at(&path, offset_of(&path, frames[9].end_lsn), &garbage(100));
 
-    let refused = expect_corrupt(Wal::open(absolute(WalOptions::new(dir.path()))));
+    let refused = expect_corrupt(Wal::open(absolute(crate::common::options(dir.path()))));
     assert_eq!(refused.0, path);
     assert_eq!(refused.1, offset_of(&path, frames[9].end_lsn));
 
-    let (wal, recovered) = open(WalOptions::new(dir.path()));
+    let (wal, recovered) = open(crate::common::options(dir.path()));
     assert!(recovered.truncated_bytes > 0);
     assert_eq!(recovered.end_lsn, frames[9].end_lsn);
     assert_eq!(read_all(&wal, 0), frames);
@@ -92,7 +92,7 @@ async fn given_garbage_appended_past_the_end_of_the_last_file_when_reopened_then
     let len = std::fs::metadata(&path).expect("metadata").len();
     write_at(&path, len, &garbage(37));
 
-    let (wal, recovered) = open(WalOptions::new(dir.path()));
+    let (wal, recovered) = open(crate::common::options(dir.path()));
     assert_eq!(
         recovered.truncated_bytes,
         len + 37 - offset_of(&path, frames[4].end_lsn)
@@ -109,12 +109,12 @@ async fn given_a_torn_batch_with_a_bad_frame_before_a_good_one_when_reopened_the
     flip_byte(&path, damaged);
 
     let (segment, offset, reason) =
-        expect_corrupt(Wal::open(absolute(WalOptions::new(dir.path()))));
+        expect_corrupt(Wal::open(absolute(crate::common::options(dir.path()))));
     assert_eq!(segment, path);
     assert_eq!(offset, offset_of(&path, frames[4].lsn));
     assert!(reason.contains("torn tail"), "{reason}");
 
-    let (wal, recovered) = open(WalOptions::new(dir.path()));
+    let (wal, recovered) = open(crate::common::options(dir.path()));
     assert_eq!(recovered.end_lsn, frames[3].end_lsn);
     assert!(recovered.truncated_bytes > 0);
     assert_eq!(read_all(&wal, 0), frames[..4]);
@@ -126,7 +126,7 @@ async fn given_a_torn_batch_with_a_bad_frame_before_a_good_one_when_reopened_the
 async fn given_a_bad_frame_followed_by_a_good_frame_further_than_one_batch_can_span_then_open_fails_in_both_modes(
 ) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (wal, _) = open(WalOptions::new(dir.path()));
+    let (wal, _) = open(crate::common::options(dir.path()));
     // 80 frames of 64 KiB: 5 MiB, more than one batch (4 MiB) can span.
     let mut last = 0;
     let mut lsns = Vec::new();
@@ -143,8 +143,8 @@ async fn given_a_bad_frame_followed_by_a_good_frame_further_than_one_batch_can_s
     assert_eq!(segment_holding(dir.path(), lsns[79]), path);
     flip_byte(&path, offset_of(&path, lsns[1]) + FRAME_HEADER_LEN + 7);
     for opts in [
-        WalOptions::new(dir.path()),
-        absolute(WalOptions::new(dir.path())),
+        crate::common::options(dir.path()),
+        absolute(crate::common::options(dir.path())),
     ] {
         let (segment, offset, reason) = expect_corrupt(Wal::open(opts));
         assert_eq!(segment, path);
@@ -220,13 +220,13 @@ async fn stale_frames_from_before_a_cut_never_come_back() {
     let (old, path) = one_closed_segment(dir.path(), 10).await;
     // Crash mid-way through frame 4: frames 4..10 are gone for good.
     truncate(&path, offset_of(&path, old[4].lsn) + 3);
-    let (wal, recovered) = open(WalOptions::new(dir.path()));
+    let (wal, recovered) = open(crate::common::options(dir.path()));
     assert_eq!(recovered.end_lsn, old[3].end_lsn);
     let new = append_many(&wal, 500..502).await;
     wal.close().expect("close");
 
     for _ in 0..2 {
-        let (wal, recovered) = open(WalOptions::new(dir.path()));
+        let (wal, recovered) = open(crate::common::options(dir.path()));
         assert_eq!(recovered.truncated_bytes, 0);
         assert_eq!(recovered.end_lsn, new[1].end_lsn);
         let all = read_all(&wal, 0);
@@ -246,17 +246,18 @@ async fn given_a_newest_segment_with_a_torn_header_when_reopened_then_it_is_remo
     let (frames, _) = one_closed_segment(dir.path(), 5).await;
     let end = frames[4].end_lsn;
     // Reopening creates a new, empty, newest segment at the end: tear its header.
-    let (wal, _) = open(WalOptions::new(dir.path()));
+    let (wal, _) = open(crate::common::options(dir.path()));
     wal.close().expect("close");
     let newest = dir.path().join(format!("{end:020}.wal"));
     assert!(newest.exists());
     write_at(&newest, 0, b"SLUICE");
     truncate(&newest, 20);
 
-    let (segment, offset, _) = expect_corrupt(Wal::open(absolute(WalOptions::new(dir.path()))));
+    let (segment, offset, _) =
+        expect_corrupt(Wal::open(absolute(crate::common::options(dir.path()))));
     assert_eq!((segment, offset), (newest.clone(), 0));
 
-    let (wal, recovered) = open(WalOptions::new(dir.path()));
+    let (wal, recovered) = open(crate::common::options(dir.path()));
     assert_eq!(recovered.end_lsn, end);
     assert!(recovered.truncated_bytes > 0);
     assert_eq!(read_all(&wal, 0), frames);
@@ -274,14 +275,14 @@ async fn a_torn_header_in_front_of_written_frames_is_corrupt_even_in_tolerate_mo
         "the segment is the newest"
     );
     flip_byte(&path, 3);
-    let (segment, offset, _) = expect_corrupt(Wal::open(WalOptions::new(dir.path())));
+    let (segment, offset, _) = expect_corrupt(Wal::open(crate::common::options(dir.path())));
     assert_eq!((segment, offset), (path, 0));
 }
 
 #[tokio::test]
 async fn an_empty_directory_opens_at_lsn_zero() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (wal, recovered) = open(WalOptions::new(dir.path().join("fresh")));
+    let (wal, recovered) = open(crate::common::options(dir.path().join("fresh")));
     assert_eq!(recovered.start_lsn, 0);
     assert_eq!(recovered.end_lsn, 0);
     assert_eq!(recovered.segments, 0);

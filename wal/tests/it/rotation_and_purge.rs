@@ -1,7 +1,5 @@
 //! Segment rotation, reading across segments, purging whole segments.
 
-use sluice_wal::WalOptions;
-
 use crate::common::{
     append, append_many, base_lsn, garbage, open, payload, read_all, segment_files, small_segments,
 };
@@ -116,10 +114,10 @@ async fn purge_below_deletes_only_whole_segments_below_the_lsn_and_never_the_act
 #[tokio::test]
 async fn purge_after_reopen_can_delete_the_recovered_segments_but_not_the_new_active_one() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (wal, _) = open(WalOptions::new(dir.path()));
+    let (wal, _) = open(crate::common::options(dir.path()));
     let frames = append_many(&wal, 0..5).await;
     wal.close().expect("close");
-    let (wal, _) = open(WalOptions::new(dir.path()));
+    let (wal, _) = open(crate::common::options(dir.path()));
     assert_eq!(segment_files(dir.path()).len(), 2);
     assert_eq!(wal.purge_below(frames[4].end_lsn).expect("purge"), 1);
     let files = segment_files(dir.path());

@@ -2,20 +2,22 @@
 //! adopted (besides a purge, which this bench never runs, the WAL renames only those): the WAL's own seam, used to report fsyncs/s, the
 //! fdatasync latency the disk gave during a run and the rotations, without touching the log.
 
-use std::io::{self, IoSlice, Read};
-use std::path::{Path, PathBuf};
+use std::io::{self, IoSlice};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use sluice_bench::stats::Samples;
 
-use sluice_wal::env::{DefaultFileSystem, FileSystem, WritableFile};
+use sluice_wal::env::{DefaultFileSystem, DirectFileSystem, FileSystem, WritableFile};
 
 /// The real file system plus shared counters.
 #[derive(Clone, Default)]
 pub struct CountingFs {
     counters: Arc<Counters>,
+    /// Segments written through `O_DIRECT` ([`DirectFileSystem`]).
+    direct: bool,
 }
 
 #[derive(Default)]
@@ -29,6 +31,14 @@ struct Counters {
 }
 
 impl CountingFs {
+    /// Counting over [`DirectFileSystem`]: segments written through `O_DIRECT`.
+    pub fn direct() -> Self {
+        CountingFs {
+            direct: true,
+            ..Self::default()
+        }
+    }
+
     pub fn syncs(&self) -> u64 {
         self.counters.syncs.load(Ordering::Relaxed)
     }
@@ -77,46 +87,23 @@ fn lock(samples: &Mutex<Samples>) -> std::sync::MutexGuard<'_, Samples> {
     samples.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// The other operations are the trait's defaults: the real file system.
 impl FileSystem for CountingFs {
-    fn list_dir(&self, dir: &Path) -> io::Result<Vec<PathBuf>> {
-        DefaultFileSystem.list_dir(dir)
-    }
-
     fn create_preallocated(&self, path: &Path, len: u64) -> io::Result<Box<dyn WritableFile>> {
-        let inner = DefaultFileSystem.create_preallocated(path, len)?;
+        let inner = if self.direct {
+            DirectFileSystem.create_preallocated(path, len)?
+        } else {
+            DefaultFileSystem.create_preallocated(path, len)?
+        };
         Ok(Box::new(CountingFile {
             inner,
             counters: Arc::clone(&self.counters),
         }))
     }
 
-    fn open_read(&self, path: &Path) -> io::Result<Box<dyn Read + Send>> {
-        DefaultFileSystem.open_read(path)
-    }
-
-    fn read_file(&self, path: &Path) -> io::Result<Vec<u8>> {
-        DefaultFileSystem.read_file(path)
-    }
-
-    fn truncate(&self, path: &Path, len: u64) -> io::Result<()> {
-        DefaultFileSystem.truncate(path, len)
-    }
-
-    fn shrink(&self, path: &Path, len: u64) -> io::Result<()> {
-        DefaultFileSystem.shrink(path, len)
-    }
-
-    fn remove_file(&self, path: &Path) -> io::Result<()> {
-        DefaultFileSystem.remove_file(path)
-    }
-
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         DefaultFileSystem.rename(from, to)?;
         self.counters.renames.fetch_add(1, Ordering::Relaxed);
         Ok(())
-    }
-
-    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        DefaultFileSystem.sync_dir(dir)
     }
 }

@@ -133,6 +133,10 @@ fn seed_section(runtime: &tokio::runtime::Runtime, args: &Args) -> anyhow::Resul
             "Sluice WAL, 1 writer, prepared segment (zero-filled)",
             seed::Segment::Prepared,
         ),
+        (
+            "Sluice WAL, 1 writer, first segment, O_DIRECT",
+            seed::Segment::FirstDirect,
+        ),
     ] {
         wal_rows.push((
             label,

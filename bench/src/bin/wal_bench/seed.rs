@@ -1,7 +1,8 @@
 //! The seed recipe through the WAL: one writer, 2300-byte records, each awaited until
 //! durable (so every record gets its own fdatasync). Run twice: on a fresh log, whose first
 //! segment is `fallocate`d (like fio's fresh file), and on the zero-filled segment a running
-//! log rotates into (like fio `--overwrite=1`).
+//! log rotates into (like fio `--overwrite=1`); and a third time on a fresh log written
+//! through `O_DIRECT`.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -17,6 +18,8 @@ use crate::counting_fs::CountingFs;
 pub enum Segment {
     /// The first segment of a fresh log (`fallocate`d at open).
     First,
+    /// The same, written through `O_DIRECT` (`WalOptions::direct_io`).
+    FirstDirect,
     /// A prepared (zero-filled) segment, adopted at a rotation.
     Prepared,
 }
@@ -34,7 +37,11 @@ pub struct SeedResult {
 
 pub async fn run(dir: &Path, bytes: u64, segment: Segment) -> anyhow::Result<SeedResult> {
     let _ = std::fs::remove_dir_all(dir);
-    let fs = CountingFs::default();
+    let fs = if segment == Segment::FirstDirect {
+        CountingFs::direct()
+    } else {
+        CountingFs::default()
+    };
     let mut opts = WalOptions::new(dir);
     opts.prepare_segments = segment == Segment::Prepared;
     let (wal, _) = Wal::open_with_fs(opts, Arc::new(fs.clone()))?;
