@@ -13,15 +13,12 @@ use std::io::{self, IoSlice, Read, Write};
 use std::path::{Path, PathBuf};
 
 use crate::env::file::{FileSystem, WritableFile};
+pub(crate) use crate::env::os::owner_only;
+pub use crate::env::os::{DIR_MODE, FILE_MODE};
 use crate::error::{Result, WalError};
 
 /// Name of the lock file inside the log directory.
 const LOCK_FILE: &str = "LOCK";
-
-/// Mode of the log directory (and of any parent it creates): owner only.
-pub const DIR_MODE: u32 = 0o700;
-/// Mode of every file of the log: owner read and write only.
-pub const FILE_MODE: u32 = 0o600;
 
 pub(crate) fn create_dir_all(dir: &Path) -> Result<()> {
     let mut builder = std::fs::DirBuilder::new();
@@ -31,13 +28,6 @@ pub(crate) fn create_dir_all(dir: &Path) -> Result<()> {
     builder
         .create(dir)
         .map_err(|e| WalError::io(format!("create directory {}", dir.display()), e))
-}
-
-/// Makes `options` create its file with [`FILE_MODE`] (an existing file keeps its mode).
-pub(crate) fn owner_only(options: &mut OpenOptions) -> &mut OpenOptions {
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(options, FILE_MODE);
-    options
 }
 
 /// Takes an exclusive `flock` on `{dir}/LOCK` (what an open log holds), held until the

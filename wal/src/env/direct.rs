@@ -30,8 +30,9 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, IoSlice};
 use std::path::Path;
 
-use super::default;
+use super::default::DefaultFileSystem;
 use super::file::{FileSystem, WritableFile};
+use super::os;
 
 /// Alignment of offset, length and buffer address of every direct write.
 pub const DIRECT_ALIGN: usize = 4096;
@@ -50,12 +51,12 @@ impl DirectFileSystem {
     pub(crate) fn create(path: &Path, len: u64) -> io::Result<(Box<dyn WritableFile>, bool)> {
         match open_direct(path) {
             Ok(file) => {
-                default::preallocate(&file, len)?;
+                os::preallocate(&file, len)?;
                 Ok((Box::new(DirectFile::new(file)), true))
             }
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
                 tracing::debug!(path = %path.display(), "O_DIRECT refused at open: segment is buffered");
-                Ok((default::create_preallocated(path, len)?, false))
+                Ok((DefaultFileSystem.create_preallocated(path, len)?, false))
             }
             Err(e) => Err(e),
         }
@@ -110,7 +111,7 @@ fn open_direct(path: &Path) -> io::Result<File> {
         .create(true)
         .truncate(true)
         .custom_flags(libc::O_DIRECT);
-    crate::fs::owner_only(&mut options);
+    os::owner_only(&mut options);
     options.open(path)
 }
 
@@ -258,7 +259,7 @@ impl WritableFile for DirectFile {
                 other => return other,
             }
         }
-        default::pwritev(&self.file, bufs, offset)
+        os::pwritev(&self.file, bufs, offset)
     }
 
     fn sync_data(&mut self) -> io::Result<()> {

@@ -4,7 +4,7 @@
 use std::io::{self, IoSlice, Read};
 use std::path::{Path, PathBuf};
 
-use super::default;
+use super::os;
 
 /// A file opened for appending frames: the log's active segment.
 pub trait WritableFile: Send {
@@ -16,45 +16,43 @@ pub trait WritableFile: Send {
     fn sync_data(&mut self) -> io::Result<()>;
 }
 
-/// Every file-system operation the log performs on its segments. Each method defaults to
-/// the operating system's ([`super::DefaultFileSystem`]); an implementation overrides the
-/// ones it changes.
+/// Every file-system operation the log performs on its segments. Each method but
+/// [`FileSystem::create_preallocated`] defaults to the operating system's call; an
+/// implementation overrides the ones it changes.
 pub trait FileSystem: Send + Sync + 'static {
     /// Paths of the entries of `dir`.
     fn list_dir(&self, dir: &Path) -> io::Result<Vec<PathBuf>> {
-        default::list_dir(dir)
+        os::list_dir(dir)
     }
     /// Creates (or truncates) `path` and allocates `len` zero bytes to it.
-    fn create_preallocated(&self, path: &Path, len: u64) -> io::Result<Box<dyn WritableFile>> {
-        default::create_preallocated(path, len)
-    }
+    fn create_preallocated(&self, path: &Path, len: u64) -> io::Result<Box<dyn WritableFile>>;
     /// Opens `path` for sequential reading.
     fn open_read(&self, path: &Path) -> io::Result<Box<dyn Read + Send>> {
-        default::open_read(path)
+        os::open_read(path)
     }
     /// The whole content of `path`.
     fn read_file(&self, path: &Path) -> io::Result<Vec<u8>> {
-        default::read_file(path)
+        os::read_file(path)
     }
     /// Cuts `path` to `len` bytes and fsyncs it.
     fn truncate(&self, path: &Path, len: u64) -> io::Result<()> {
-        default::truncate(path, len)
+        os::truncate(path, len)
     }
     /// Cuts `path` to `len` bytes without syncing: a retired segment giving its blocks back
     /// a step at a time before it is removed.
     fn shrink(&self, path: &Path, len: u64) -> io::Result<()> {
-        default::shrink(path, len)
+        os::shrink(path, len)
     }
     /// Removes the file at `path` (durable only after [`FileSystem::sync_dir`]).
     fn remove_file(&self, path: &Path) -> io::Result<()> {
-        default::remove_file(path)
+        os::remove_file(path)
     }
     /// Renames `from` to `to`, replacing `to` (durable only after [`FileSystem::sync_dir`]).
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        default::rename(from, to)
+        os::rename(from, to)
     }
     /// fsyncs the directory itself.
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        default::sync_dir(dir)
+        os::sync_dir(dir)
     }
 }

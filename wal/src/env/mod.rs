@@ -22,8 +22,9 @@
 //! [`DefaultFileSystem`] is the real thing (`std::fs` plus `fallocate`, `flock`-free).
 //! [`DirectFileSystem`] is the same with segments written through `O_DIRECT`
 //! (`WalOptions::direct_io`): a direct file may overwrite the rest of the last block a write
-//! ends in with zeros, which the log allows, since it only ever writes at its end and nothing
-//! past that end is read as a frame.
+//! ends in with zeros (growing a file whose length is not a multiple of 4 KiB to the block's
+//! end), which the log allows, since it only ever writes at its end and nothing past that
+//! end is read as a frame.
 //! With the cargo feature `failpoints`, [`FaultyFileSystem`] wraps it and injects short
 //! writes, `EIO`/`ENOSPC` on write, `EIO` on `fdatasync`, `ENOSPC` on create, and a power
 //! cut that drops every write made since the file's last successful `fdatasync`.
@@ -33,6 +34,7 @@ mod direct;
 #[cfg(feature = "failpoints")]
 mod faulty;
 pub(crate) mod file;
+pub(crate) mod os;
 
 pub use default::DefaultFileSystem;
 pub use direct::{DirectFileSystem, DIRECT_ALIGN};
