@@ -1,5 +1,6 @@
 //! The WAL directory's probes: fdatasync latency and IOPS (fio's log-disk recipe),
-//! sequential bandwidth, free space, whether `O_DIRECT` writes are taken. Blocking; run on a blocking thread.
+//! sequential bandwidth, free space, whether `O_DIRECT` writes are taken. Blocking; run on
+//! a blocking thread.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;

@@ -23,8 +23,8 @@
 //! Where the file system refuses `O_DIRECT` (tmpfs before Linux 6.6 answers `EINVAL` at
 //! open), the segment is an ordinary buffered file. Where a write is refused with `EINVAL`
 //! (a file system that opens with the flag but cannot honour it), the file turns the flag
-//! off and writes buffered from then on, logging it once. Reads (recovery) stay buffered: the kernel keeps
-//! them coherent with direct writes.
+//! off and writes buffered from then on, logging it once. Reads (recovery) stay buffered:
+//! the kernel keeps them coherent with direct writes.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, IoSlice};
@@ -61,9 +61,7 @@ impl DirectFileSystem {
             Err(e) => Err(e),
         }
     }
-}
 
-impl DirectFileSystem {
     /// Whether segments in `dir` would be written `O_DIRECT`: opens a probe file there with
     /// the flag, writes an unaligned record through the staging path and syncs it, then
     /// removes the file. `false` where the file system refuses the flag at open or at the
