@@ -303,6 +303,7 @@ fn open_wal(config: &ServeConfig) -> Result<Wal> {
     } else {
         Durability::UnsafeNoSync
     };
+    let dir = wal_options.dir.clone();
     let (wal, recovered) = Wal::open(wal_options)?;
     tracing::info!(
         wal_id = wal.id(),
@@ -310,9 +311,26 @@ fn open_wal(config: &ServeConfig) -> Result<Wal> {
         end = recovered.end_lsn,
         segments = recovered.segments,
         truncated_bytes = recovered.truncated_bytes,
+        writes = wal_write_mode(config.wal_direct_io, &dir),
         "write-ahead log opened"
     );
     Ok(wal)
+}
+
+/// How the WAL's segments are written, for the start-up log: `--wal-direct-io` asks for
+/// `O_DIRECT`, and a probe file in `dir` says whether the file system takes it.
+fn wal_write_mode(direct_io: bool, dir: &std::path::Path) -> &'static str {
+    if !direct_io {
+        return "buffered (--wal-direct-io false)";
+    }
+    match sluice_wal::env::DirectFileSystem::probe(dir) {
+        Ok(true) => "O_DIRECT",
+        Ok(false) => "buffered: the file system refuses O_DIRECT",
+        Err(e) => {
+            tracing::warn!(error = %e, dir = %dir.display(), "could not probe the WAL directory for O_DIRECT");
+            "O_DIRECT where the file system takes it (probe failed)"
+        }
+    }
 }
 
 /// Cancels `stopped` once the WAL reports a failure or its writer ends (the one task

@@ -13,6 +13,7 @@ async fn with_log_format_json_every_log_line_is_a_json_object_with_level_and_mes
     let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
     assert!(lines.len() >= 2, "{log}");
     let mut serving = None;
+    let mut wal_opened = None;
     for line in &lines {
         let v: serde_json::Value = serde_json::from_str(line)
             .unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}\n{log}"));
@@ -24,10 +25,23 @@ async fn with_log_format_json_every_log_line_is_a_json_object_with_level_and_mes
         );
         // An event without a message (some of deltalake's) still has its fields.
         assert!(v["fields"].is_object(), "{line}");
+        if v["fields"]["message"] == "write-ahead log opened" {
+            wal_opened = Some(v.clone());
+        }
         if v["fields"]["message"] == "sluice is serving gRPC and HTTP" {
             serving = Some(v);
         }
     }
+    // The start-up line says how the WAL writes: O_DIRECT (the default) where the data
+    // directory's file system takes it, as the WAL crate's own probe finds.
+    let wal_opened = wal_opened.unwrap_or_else(|| panic!("no WAL line:\n{log}"));
+    let takes_direct = sluice_wal::env::DirectFileSystem::probe(dir.path()).expect("probe");
+    let expected = if takes_direct {
+        "O_DIRECT"
+    } else {
+        "buffered: the file system refuses O_DIRECT"
+    };
+    assert_eq!(wal_opened["fields"]["writes"], expected, "{wal_opened}");
     let serving = serving.unwrap_or_else(|| panic!("no start-up line:\n{log}"));
     assert_eq!(
         serving["fields"]["addr"],
