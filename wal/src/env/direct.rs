@@ -275,6 +275,23 @@ fn pread(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     std::os::unix::fs::FileExt::read_at(file, buf, offset)
 }
 
+// Elsewhere no file is ever opened direct (`open_direct` refuses); these only compile.
+#[cfg(not(unix))]
+fn pwrite(file: &File, buf: &[u8], offset: u64) -> io::Result<usize> {
+    use std::io::{Seek, SeekFrom, Write};
+    let mut f = file;
+    f.seek(SeekFrom::Start(offset))?;
+    f.write(buf)
+}
+
+#[cfg(not(unix))]
+fn pread(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = file;
+    f.seek(SeekFrom::Start(offset))?;
+    f.read(buf)
+}
+
 #[cfg(target_os = "linux")]
 fn clear_direct_flag(file: &File) -> io::Result<()> {
     use std::os::unix::io::AsRawFd;
