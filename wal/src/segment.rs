@@ -182,6 +182,11 @@ impl ActiveSegment {
         self.next_lsn
     }
 
+    /// Whether this segment is written through `O_DIRECT`.
+    pub(crate) fn is_direct(&self) -> bool {
+        self.file.is_direct()
+    }
+
     pub(crate) fn sync(&mut self) -> Result<()> {
         fs::sync_data(self.file.as_mut(), &self.meta.path)
     }

@@ -78,6 +78,8 @@ struct Inner {
     reaper: Mutex<Reaper>,
     /// Held by a purge from choosing its segments until they leave the list.
     purging: Mutex<()>,
+    /// The segment created at open is written through `O_DIRECT`.
+    direct_io: bool,
 }
 
 /// What the append mutex protects: LSN assignment and the channel, in one step.
@@ -131,6 +133,7 @@ impl Wal {
             0,
         )?;
         segments.push(active.meta().clone());
+        let direct_io = active.is_direct();
 
         let max_permits = opts
             .max_queued_bytes
@@ -183,6 +186,7 @@ impl Wal {
                 dir_lock: Mutex::new(Some(dir_lock)),
                 reaper: Mutex::new(reaper),
                 purging: Mutex::new(()),
+                direct_io,
             }),
         };
         Ok((wal, recovered))
@@ -191,6 +195,14 @@ impl Wal {
     /// The log's stable identity (the `wal-id` file), used as the Delta txn app id.
     pub fn id(&self) -> &str {
         &self.inner.id
+    }
+
+    /// Whether the segment created at open is written through `O_DIRECT`: false when
+    /// `WalOptions::direct_io` was off or the file system refused the flag. (A later write
+    /// refused with `EINVAL` turns a segment buffered; that is logged and counted in
+    /// `sluice_wal_direct_io_fallbacks_total`.)
+    pub fn direct_io(&self) -> bool {
+        self.inner.direct_io
     }
 
     /// Every frame with `end_lsn > from` that was on disk at open or is durable now, in LSN

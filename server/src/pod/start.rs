@@ -303,7 +303,6 @@ fn open_wal(config: &ServeConfig) -> Result<Wal> {
     } else {
         Durability::UnsafeNoSync
     };
-    let dir = wal_options.dir.clone();
     let (wal, recovered) = Wal::open(wal_options)?;
     tracing::info!(
         wal_id = wal.id(),
@@ -311,25 +310,19 @@ fn open_wal(config: &ServeConfig) -> Result<Wal> {
         end = recovered.end_lsn,
         segments = recovered.segments,
         truncated_bytes = recovered.truncated_bytes,
-        writes = wal_write_mode(config.wal_direct_io, &dir),
+        writes = wal_write_mode(config.wal_direct_io, wal.direct_io()),
         "write-ahead log opened"
     );
     Ok(wal)
 }
 
-/// How the WAL's segments are written, for the start-up log: `--wal-direct-io` asks for
-/// `O_DIRECT`, and a probe file in `dir` says whether the file system takes it.
-fn wal_write_mode(direct_io: bool, dir: &std::path::Path) -> &'static str {
-    if !direct_io {
-        return "buffered (--wal-direct-io false)";
-    }
-    match sluice_wal::env::DirectFileSystem::probe(dir) {
-        Ok(true) => "O_DIRECT",
-        Ok(false) => "buffered: the file system refuses O_DIRECT",
-        Err(e) => {
-            tracing::warn!(error = %e, dir = %dir.display(), "could not probe the WAL directory for O_DIRECT");
-            "O_DIRECT where the file system takes it (probe failed)"
-        }
+/// How the WAL's segments are written, for the start-up log: what `--wal-direct-io` asked
+/// for and what the segment the log opened got.
+fn wal_write_mode(asked: bool, direct: bool) -> &'static str {
+    match (asked, direct) {
+        (_, true) => "O_DIRECT",
+        (true, false) => "buffered: the file system refuses O_DIRECT",
+        (false, false) => "buffered (--wal-direct-io false)",
     }
 }
 

@@ -46,22 +46,6 @@ const STAGE_BYTES: usize = 1 << 20;
 pub struct DirectFileSystem;
 
 impl DirectFileSystem {
-    /// Creates `path` as [`FileSystem::create_preallocated`] does, opened `O_DIRECT` where
-    /// the file system allows, and says which it got.
-    pub(crate) fn create(path: &Path, len: u64) -> io::Result<(Box<dyn WritableFile>, bool)> {
-        match open_direct(path) {
-            Ok(file) => {
-                os::preallocate(&file, len)?;
-                Ok((Box::new(DirectFile::new(file)), true))
-            }
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
-                tracing::debug!(path = %path.display(), "O_DIRECT refused at open: segment is buffered");
-                Ok((DefaultFileSystem.create_preallocated(path, len)?, false))
-            }
-            Err(e) => Err(e),
-        }
-    }
-
     /// Whether segments in `dir` would be written `O_DIRECT`: opens a probe file there with
     /// the flag, writes an unaligned record through the staging path and syncs it, then
     /// removes the file. `false` where the file system refuses the flag at open or at the
@@ -118,10 +102,21 @@ fn open_direct(_path: &Path) -> io::Result<File> {
     Err(io::Error::from_raw_os_error(libc::EINVAL))
 }
 
-/// The operating system's file system except for creating segments.
+/// The operating system's file system except for creating segments: opened `O_DIRECT`
+/// where the file system allows ([`WritableFile::is_direct`] says which it got).
 impl FileSystem for DirectFileSystem {
     fn create_preallocated(&self, path: &Path, len: u64) -> io::Result<Box<dyn WritableFile>> {
-        Self::create(path, len).map(|(file, _)| file)
+        match open_direct(path) {
+            Ok(file) => {
+                os::preallocate(&file, len)?;
+                Ok(Box::new(DirectFile::new(file)))
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                tracing::debug!(path = %path.display(), "O_DIRECT refused at open: segment is buffered");
+                DefaultFileSystem.create_preallocated(path, len)
+            }
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -263,6 +258,10 @@ impl WritableFile for DirectFile {
     fn sync_data(&mut self) -> io::Result<()> {
         self.file.sync_data()
     }
+
+    fn is_direct(&self) -> bool {
+        self.direct
+    }
 }
 
 #[cfg(unix)]
@@ -325,8 +324,10 @@ mod tests {
     /// on tmpfs since Linux 6.6); the checks below hold either way. `tests/it/direct_io.rs`
     /// asserts the flag on a segment on the target's disk.
     fn create(dir: &Path) -> Box<dyn WritableFile> {
-        let (file, direct) = DirectFileSystem::create(&dir.join("seg"), LEN).expect("create");
-        if !direct {
+        let file = DirectFileSystem
+            .create_preallocated(&dir.join("seg"), LEN)
+            .expect("create");
+        if !file.is_direct() {
             eprintln!(
                 "{} refuses O_DIRECT: testing the buffered file",
                 dir.display()
@@ -431,8 +432,10 @@ mod tests {
     fn after_falling_back_writes_are_buffered_and_still_exact() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("seg");
-        let (file, direct) = DirectFileSystem::create(&path, LEN).expect("create");
-        if !direct {
+        let file = DirectFileSystem
+            .create_preallocated(&path, LEN)
+            .expect("create");
+        if !file.is_direct() {
             return; // nothing to fall back from on this file system
         }
         drop(file);

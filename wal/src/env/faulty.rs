@@ -204,6 +204,10 @@ impl WritableFile for FaultyFile {
         state.syncs += 1;
         Ok(())
     }
+
+    fn is_direct(&self) -> bool {
+        self.inner.is_direct()
+    }
 }
 
 impl FileSystem for FaultyFileSystem {

@@ -14,6 +14,10 @@ pub trait WritableFile: Send {
     /// `fdatasync`. After an error the file's unsynced pages may be lost: the log never
     /// retries it.
     fn sync_data(&mut self) -> io::Result<()>;
+    /// Whether writes go through `O_DIRECT` (see [`super::DirectFileSystem`]).
+    fn is_direct(&self) -> bool {
+        false
+    }
 }
 
 /// Every file-system operation the log performs on its segments. Each method but

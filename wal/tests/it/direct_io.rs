@@ -35,6 +35,17 @@ fn segment_open_flags(dir: &Path) -> Vec<u32> {
     flags
 }
 
+/// Asserts that this process holds a segment of `dir` open, each with `O_DIRECT` exactly
+/// if `direct`.
+fn assert_segments_open(dir: &Path, direct: bool) {
+    let flags = segment_open_flags(dir);
+    assert!(!flags.is_empty(), "the active segment is open");
+    for f in &flags {
+        let has_flag = f & libc::O_DIRECT as u32 != 0;
+        assert_eq!(has_flag, direct, "segment open flags {f:o}");
+    }
+}
+
 #[tokio::test]
 async fn given_direct_io_when_appending_across_rotations_then_the_segment_is_o_direct_and_everything_reads_back(
 ) {
@@ -44,17 +55,10 @@ async fn given_direct_io_when_appending_across_rotations_then_the_segment_is_o_d
     opts.direct_io = true;
     opts.prepare_segments = true;
     let (wal, _) = Wal::open(opts.clone()).expect("open");
+    assert!(wal.direct_io(), "the log says its segment is O_DIRECT");
     let frames = append_many(&wal, 0..600).await;
 
-    let flags = segment_open_flags(dir.path());
-    assert!(!flags.is_empty(), "the active segment is open");
-    for f in &flags {
-        assert_ne!(
-            f & libc::O_DIRECT as u32,
-            0,
-            "segment opened without O_DIRECT: {f:o}"
-        );
-    }
+    assert_segments_open(dir.path(), true);
     assert!(
         std::fs::read_dir(dir.path()).expect("list").count() > 5,
         "the frames span several segments"
@@ -77,4 +81,15 @@ fn the_probe_says_direct_on_the_disk_leaves_nothing_and_names_a_missing_director
     assert_eq!(std::fs::read_dir(dir.path()).expect("list").count(), 0);
     let missing = DirectFileSystem::probe(&dir.path().join("missing")).expect_err("no directory");
     assert_eq!(missing.kind(), std::io::ErrorKind::NotFound);
+}
+
+#[tokio::test]
+async fn a_log_opened_buffered_says_so_and_its_segment_has_no_o_direct() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let mut opts = small_segments(dir.path());
+    opts.direct_io = false;
+    let (wal, _) = Wal::open(opts).expect("open");
+    assert!(!wal.direct_io());
+    assert_segments_open(dir.path(), false);
+    wal.close().expect("close");
 }
