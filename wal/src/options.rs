@@ -58,7 +58,7 @@ pub struct WalOptions {
     /// the page cache, no writeback started by `fdatasync`, no cached pages to free when a
     /// retired segment is cut; each write is staged into whole 4 KiB blocks, rewriting the
     /// partial block the previous write ended in. Segments fall back to buffered writes
-    /// where the file system refuses the flag (tmpfs before Linux 6.6). Read by [`crate::Wal::open`];
+    /// where the file system refuses the flag (`EINVAL` at open). Read by [`crate::Wal::open`];
     /// [`crate::Wal::open_with_fs`] writes through the file system it is given. Default:
     /// false.
     pub direct_io: bool,

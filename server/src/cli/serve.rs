@@ -61,7 +61,7 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
     wal_prepare_segments: bool,
     /// Write WAL segments through `O_DIRECT` (no page-cache copy, no writeback at
-    /// fdatasync); buffered where the file system refuses the flag (tmpfs before Linux 6.6).
+    /// fdatasync); buffered where the file system refuses the flag.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     wal_direct_io: bool,
     /// `/healthz` answers 503 once the warehouse has been unreachable (every probe of its
