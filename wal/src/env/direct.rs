@@ -21,10 +21,11 @@
 //! - the next write rewrites that last block whole, with its new bytes after the tail.
 //!
 //! Where the file system refuses `O_DIRECT` (`EINVAL` at open; not seen on this project's
-//! hosts, whose Linux 6.18 tmpfs takes the flag too), the segment is an ordinary buffered file. Where a write is refused with `EINVAL`
-//! (a file system that opens with the flag but cannot honour it), the file turns the flag
-//! off and writes buffered from then on, logging it once. Reads (recovery) stay buffered:
-//! the kernel keeps them coherent with direct writes.
+//! hosts, whose Linux 6.18 tmpfs takes the flag too), the segment is an ordinary buffered
+//! file. Where a write is refused with `EINVAL` (a file system that opens with the flag but
+//! cannot honour it), the file turns the flag off and writes buffered from then on, logging
+//! it once. Reads (recovery) stay buffered: the kernel keeps them coherent with direct
+//! writes.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, IoSlice};
