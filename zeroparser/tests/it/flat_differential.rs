@@ -4,7 +4,9 @@
 //! accept or both reject it with the same error (kind, path, offset), and the batches hold
 //! the same values. Sequences of records check that a rejected record leaves the flat
 //! columns exactly as they were (last-one-wins, oneof clearing and NOT NULL included), and
-//! that `check_proto` (a record checked, not appended) gives the flat append's answer.
+//! that `check_proto` (a record checked, not appended) gives the flat append's answer. String
+//! payloads reach past 32 bytes, where the string check hands over to `simdutf8`, as text,
+//! as text with one byte replaced, and as any bytes.
 
 use proptest::prelude::*;
 use prost::Message;
@@ -122,6 +124,18 @@ fn item() -> impl Strategy<Value = Item> {
             "[a-z ]{0,10}".prop_map(String::into_bytes),
             Just(b"{ \"a\" : [1, 2] }".to_vec()),
             Just(b"{\"a\":".to_vec()),
+            // Past the 32 bytes the string check hands to `simdutf8`: text, text with one
+            // byte anywhere replaced by any byte (often not UTF-8 then), and any bytes.
+            "[a-zé€ ]{30,90}".prop_map(String::into_bytes),
+            ("[a-zé€ ]{30,90}", any::<prop::sample::Index>(), any::<u8>()).prop_map(
+                |(text, at, byte)| {
+                    let mut bytes = text.into_bytes();
+                    let i = at.index(bytes.len());
+                    bytes[i] = byte;
+                    bytes
+                }
+            ),
+            prop::collection::vec(any::<u8>(), 33..80),
         ],
     )
         .prop_map(|(field, wire, number, payload)| Item {
