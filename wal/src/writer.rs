@@ -13,7 +13,10 @@
 //!
 //! While one `fdatasync` runs, producers keep enqueuing, so the next batch gathers by itself:
 //! there are no timers and no sleeps, and one sync covers every frame that arrived during
-//! the previous one. Subscribers are woken once per batch, never once per frame.
+//! the previous one. Subscribers are woken once per batch, never once per frame. (A wait of
+//! 1 ms for more frames before each batch was tried: 5 % less pod CPU at half rate, more at
+//! a closed loop with less throughput, no change with 5 000 slow streams; README, "A
+//! group-commit wait tried".)
 //!
 //! Rotation: when a frame does not fit the active segment, the writer writes what fits,
 //! `fdatasync`s the segment (in every durability mode, so a later segment never exists
