@@ -20,12 +20,12 @@
 //!   a segment holds zeros anyway (preallocated or zero-filled) and recovery stops;
 //! - the next write rewrites that last block whole, with its new bytes after the tail.
 //!
-//! Where the file system refuses `O_DIRECT` (`EINVAL` at open; not seen on this project's
-//! hosts, whose Linux 6.18 tmpfs takes the flag too), the segment is an ordinary buffered
-//! file. Where a write is refused with `EINVAL` (a file system that opens with the flag but
-//! cannot honour it), the file turns the flag off and writes buffered from then on, logging
-//! it once. Reads (recovery) stay buffered: the kernel keeps them coherent with direct
-//! writes.
+//! Where the file system refuses `O_DIRECT` (`EINVAL` at open; not seen on the host these
+//! tests ran on, whose Linux 6.18 tmpfs takes the flag too), the segment is an ordinary
+//! buffered file. Where a write is refused with `EINVAL` (a file system that opens with the
+//! flag but cannot honour it), the file turns the flag off and writes buffered from then on,
+//! logging it once. Reads (recovery) stay buffered: the kernel keeps them coherent with
+//! direct writes.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, IoSlice};
@@ -322,7 +322,8 @@ mod tests {
     const LEN: u64 = 4 << 20;
 
     /// A segment-like file in `dir`: direct wherever the file system allows it (on disk, and
-    /// on this project's Linux 6.18 tmpfs); the checks below hold either way.
+    /// on the Linux 6.18 tmpfs of the host they were written on); the checks below hold
+    /// either way.
     /// `tests/it/direct_io.rs` asserts the flag on a segment on the target's disk.
     fn create(dir: &Path) -> Box<dyn WritableFile> {
         let file = DirectFileSystem
